@@ -1,0 +1,3 @@
+from rootbound.cli import main
+
+raise SystemExit(main())

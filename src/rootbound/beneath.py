@@ -1,0 +1,165 @@
+"""Open a relative path beneath a directory handle, never escaping it.
+
+Two resolvers with the same contract, `open_beneath(dirfd, parts, flags, follow)`:
+
+* `openat2` — Linux >= 5.6: the kernel walks the path with
+  RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS, so no component (`..`, a symlink, a
+  symlink swapped in mid-walk) can leave `dirfd`.
+* `walk` — everywhere else: one `openat(O_NOFOLLOW)` per component from `dirfd`,
+  reading each symlink ourselves and splicing its text into the remaining
+  components, `..` popping only descriptors we opened. An absolute symlink, or
+  `..` above `dirfd`, is an escape.
+
+Both raise `EscapeError` on an escape and plain `OSError` otherwise. The
+resolver is picked once at import time; `ROOTBOUND_RESOLVER=walk` forces the
+fallback (the tests run every security case against both).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import stat
+from collections.abc import Sequence
+from typing import Final
+
+__all__ = ["RESOLVER", "EscapeError", "open_beneath"]
+
+_SYS_OPENAT2: Final = 437  # same number on x86_64 and aarch64
+_RESOLVE_NO_MAGICLINKS: Final = 0x02
+_RESOLVE_BENEATH: Final = 0x08
+_MAX_SYMLINKS: Final = 40  # Linux's own limit for one lookup
+_DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class EscapeError(OSError):
+    """The path leaves the directory it must stay beneath."""
+
+    def __init__(self) -> None:
+        super().__init__(errno.EXDEV, "path resolves outside root boundary")
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = (("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64))
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_syscall = _libc.syscall
+_syscall.restype = ctypes.c_long
+
+
+def _openat2(dirfd: int, parts: Sequence[str], flags: int, follow: bool, mode: int) -> int:
+    path = os.fsencode("/".join(parts) if parts else ".")
+    if not follow:
+        flags |= os.O_NOFOLLOW
+    how = _OpenHow(flags | os.O_CLOEXEC, mode if flags & os.O_CREAT else 0,
+                   _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
+    while True:
+        fd = _syscall(_SYS_OPENAT2, dirfd, path, ctypes.byref(how), ctypes.sizeof(how))
+        if fd >= 0:
+            return int(fd)
+        err = ctypes.get_errno()
+        if err == errno.EAGAIN:  # a concurrent rename raced a `..` step: the kernel asks us to retry
+            continue
+        if err == errno.EXDEV:
+            raise EscapeError()
+        raise OSError(err, os.strerror(err), "/".join(parts))
+
+
+def _walk(dirfd: int, parts: Sequence[str], flags: int, follow: bool, mode: int) -> int:
+    pending = list(reversed(parts))  # a stack: next component on top
+    stack: list[int] = []  # descriptors we opened; `dirfd` itself is borrowed
+    links = 0
+    try:
+        while True:
+            top = stack[-1] if stack else dirfd
+            if not pending:  # the path named the start directory itself (or a `..` back to it)
+                return os.open(".", flags | os.O_CLOEXEC, dir_fd=top)
+            name = pending.pop()
+            if name in ("", "."):
+                continue
+            if name == "..":
+                if not stack:
+                    raise EscapeError()
+                os.close(stack.pop())
+                continue
+            last = not pending
+            if not last:
+                try:
+                    stack.append(os.open(name, _DIR_FLAGS, dir_fd=top))
+                    continue
+                except OSError as exc:
+                    if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                        raise
+                    target = _readlink(name, top, exc)
+            else:
+                if follow:
+                    st = os.stat(name, dir_fd=top, follow_symlinks=False) if flags & os.O_CREAT == 0 \
+                        else _lstat_or_none(name, top)
+                    if st is not None and stat.S_ISLNK(st.st_mode):
+                        target = _readlink(name, top, OSError(errno.ELOOP, "symlink"))
+                        links += 1
+                        if links > _MAX_SYMLINKS:
+                            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP))
+                        _splice(pending, target)
+                        continue
+                fd = os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=top)
+                if follow and flags & os.O_PATH and stat.S_ISLNK(os.fstat(fd).st_mode):
+                    os.close(fd)  # swapped for a symlink after our lstat: go round again
+                    pending.append(name)
+                    continue
+                return fd
+            links += 1
+            if links > _MAX_SYMLINKS:
+                raise OSError(errno.ELOOP, os.strerror(errno.ELOOP))
+            _splice(pending, target)
+    finally:
+        for fd in stack:
+            os.close(fd)
+
+
+def _lstat_or_none(name: str, dirfd: int) -> os.stat_result | None:
+    try:
+        return os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
+def _readlink(name: str, dirfd: int, original: OSError) -> str:
+    try:
+        return os.readlink(name, dir_fd=dirfd)
+    except OSError:
+        raise original from None  # not a symlink after all: report the first error
+
+
+def _splice(pending: list[str], target: str) -> None:
+    if target.startswith("/"):
+        raise EscapeError()  # absolute targets are refused, as RESOLVE_BENEATH does
+    pending.extend(reversed(target.split("/")))
+
+
+def _openat2_works() -> bool:
+    if os.environ.get("ROOTBOUND_RESOLVER") == "walk":
+        return False
+    probe = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.close(_openat2(probe, [], os.O_PATH, True, 0))
+        return True
+    except OSError:
+        return False  # ENOSYS on old kernels, EPERM under seccomp profiles that predate openat2
+    finally:
+        os.close(probe)
+
+
+RESOLVER: Final = "openat2" if _openat2_works() else "walk"
+_open = _openat2 if RESOLVER == "openat2" else _walk
+
+
+def open_beneath(dirfd: int, parts: Sequence[str], flags: int, *, follow: bool = True, mode: int = 0o666) -> int:
+    """Open `parts` (already split, no empty names needed) beneath `dirfd`.
+
+    `follow=False` opens a final symlink itself (with O_PATH) or fails with ELOOP;
+    symlinks in earlier components are always followed while they stay beneath.
+    """
+    return _open(dirfd, parts, flags, follow, mode)

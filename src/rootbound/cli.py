@@ -1,0 +1,132 @@
+"""Command line: `rootbound [serve] | check | call TOOL [JSON] | tools`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from rootbound import __version__
+from rootbound.config import Config, ConfigError, load_config
+
+__all__ = ["main"]
+
+COMMANDS = ("serve", "check", "call", "tools")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="FILE", help="YAML configuration file")
+    p.add_argument("--root", metavar="[NAME=]PATH", action="append", default=[],
+                   help="serve PATH as root NAME (default: the folder's name), all tools allowed; repeatable")
+    p.add_argument("--allow-commands", metavar="LIST", help='comma-separated programs the command tools may run, '
+                   'or "*"')
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                   type=str.upper, help="log level (logs go to stderr)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rootbound", description="An MCP server for files and commands, confined to named roots.",
+        epilog="With neither --config nor --root, the current directory is served as root 'workspace'.")
+    parser.add_argument("--version", action="version", version=f"rootbound {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    serve = sub.add_parser("serve", help="serve MCP over stdio (default) or Streamable HTTP")
+    _common(serve)
+    serve.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    serve.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="HTTP port (default 8091)")
+    check = sub.add_parser("check", help="validate the configuration and print what the agent will be able to do")
+    _common(check)
+    call = sub.add_parser("call", help="run one tool in-process and print its result")
+    call.add_argument("tool", help="tool name, e.g. read_file")
+    call.add_argument("arguments", nargs="?", default="{}", help="tool arguments as a JSON object")
+    _common(call)
+    tools = sub.add_parser("tools", help="list the tools this configuration exposes")
+    _common(tools)
+    return parser
+
+
+def _load(args: argparse.Namespace) -> Config:
+    overrides = {"host": getattr(args, "host", None), "port": getattr(args, "port", None),
+                 "allow_commands": args.allow_commands}
+    return load_config(args.config, args.root, overrides)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
+        argv.insert(0, "serve")
+    args = _parser().parse_args(argv)
+
+    from rootbound.logs import configure_logging  # after parsing: `--help` stays instant
+
+    configure_logging(args.log_level if args.command == "serve" else "WARNING")
+    try:
+        config = _load(args)
+    except ConfigError as exc:
+        print(f"rootbound: configuration error: {exc}", file=sys.stderr)
+        return 1
+
+    from rootbound.server import App, run  # imports the MCP SDK (~0.7 s): only when needed
+
+    try:
+        app = App(config)
+    except OSError as exc:
+        print(f"rootbound: cannot open root: {exc}", file=sys.stderr)
+        return 1
+    if args.command == "serve":
+        run(app, args.transport)
+        return 0
+    try:
+        if args.command == "check":
+            return _check(app)
+        if args.command == "tools":
+            for spec in app.tools.values():
+                print(f"{spec.name:18} {spec.title}")
+            return 0
+        return _call(app, args.tool, args.arguments)
+    finally:
+        app.close()
+
+
+def _check(app: Any) -> int:
+    config: Config = app.config
+    print(f"configuration: {config.source}")
+    print(f"roots ({len(config.roots)}):")
+    width = max(len(r.name) for r in config.roots)
+    for rc in config.roots:
+        root = app.roots[rc.name]
+        tools = "all file tools" if "*" in rc.allowed_tools else ", ".join(sorted(root.allowed_tools)) or "none"
+        print(f"  {rc.name:{width}}  {root.real_path}")
+        print(f"  {'':{width}}  tools: {tools}")
+    print(f"max_full_read_size: {config.max_full_read_size} bytes")
+    print(f"http: {config.host}:{config.port}/mcp (health: /health), auth token: "
+          f"{'set' if config.auth_token else 'none'}")
+    print(f"tools exposed: {', '.join(app.tools)}")
+    print("ok")
+    return 0
+
+
+def _call(app: Any, tool: str, raw: str) -> int:
+    import anyio
+
+    try:
+        arguments = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        print(f"rootbound: arguments are not valid JSON: {exc}", file=sys.stderr)
+        return 2
+    if not isinstance(arguments, dict):
+        print("rootbound: arguments must be a JSON object, e.g. '{\"root\": \"workspace\", \"path\": \".\"}'",
+              file=sys.stderr)
+        return 2
+    result = anyio.run(app.call, tool, arguments)
+    if result.is_error:
+        print("\n".join(c.text for c in result.content if c.type == "text"), file=sys.stderr)
+        return 1
+    if result.structured_content is not None:
+        print(json.dumps(result.structured_content, indent=2, ensure_ascii=False))
+    else:
+        print("\n".join(c.text for c in result.content if c.type == "text"))
+    return 0

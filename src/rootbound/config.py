@@ -1,0 +1,191 @@
+"""YAML file + environment + command-line flags -> one validated `Config`.
+
+Every mistake an operator can make is a `ConfigError` whose message names the
+offending key and value, raised before anything listens.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from rootbound.roots import FILE_TOOLS
+
+__all__ = ["CommandsConfig", "Config", "ConfigError", "RootConfig", "load_config"]
+
+DEFAULT_ROOT_NAME = "workspace"
+
+
+class ConfigError(Exception):
+    """The configuration cannot be served; the message says what to fix."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RootConfig(_Strict):
+    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$",
+                               description="Unique name the agent uses to pick this root.")]
+    path: Annotated[str, Field(min_length=1, description="Host directory; must exist.")]
+    allowed_tools: list[str] = Field(default_factory=lambda: ["*"],
+                                     description='File tools allowed here; "*" means all.')
+
+    @field_validator("allowed_tools")
+    @classmethod
+    def _known_tools(cls, tools: list[str]) -> list[str]:
+        unknown = [t for t in tools if t != "*" and t not in FILE_TOOLS]
+        if unknown:
+            raise ValueError(f"unknown tool {unknown[0]!r}; valid tools: *, {', '.join(FILE_TOOLS)}")
+        return tools
+
+
+class CommandsConfig(_Strict):
+    allowed: list[str] | Literal["*"] = Field(
+        default_factory=list, description='Programs the command tools may run, or "*" for any.')
+    blocked: list[str] = Field(default_factory=list, description="Patterns refused even when allowed.")
+    allowed_cwd_roots: list[str] = Field(default_factory=list,
+                                         description="Directories a command's working directory must be under.")
+    default_timeout: Annotated[int, Field(ge=1)] = 300
+    max_timeout: Annotated[int, Field(ge=1)] = 1800
+    max_output_size: Annotated[int, Field(ge=1024)] = 10 * 1024 * 1024
+    audit_log: str | None = None
+
+    @model_validator(mode="after")
+    def _timeouts(self) -> CommandsConfig:
+        if self.default_timeout > self.max_timeout:
+            raise ValueError(f"default_timeout ({self.default_timeout}) exceeds max_timeout ({self.max_timeout})")
+        return self
+
+
+class Config(_Strict):
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=0, le=65535)] = 8091
+    max_full_read_size: Annotated[int, Field(ge=1)] = 1024 * 1024
+    auth_token: str | None = None
+    client_roots: Literal["off", "within", "replace"] = "within"
+    project_dir: str | None = None
+    roots: list[RootConfig] = Field(default_factory=list)
+    commands: CommandsConfig = Field(default_factory=CommandsConfig)
+    # Where the settings came from, for `rootbound check` and the startup log line.
+    source: str = Field(default="built-in default", exclude=True)
+
+    @model_validator(mode="after")
+    def _roots(self) -> Config:
+        if not self.roots:
+            raise ValueError("roots: at least one root is required")
+        seen: set[str] = set()
+        for root in self.roots:
+            if root.name in seen:
+                raise ValueError(f"roots: duplicate root name {root.name!r}")
+            seen.add(root.name)
+        return self
+
+
+def _format(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) if not isinstance(p, int) else f"[{p}]" for p in err["loc"]).replace(".[", "[")
+        if err["type"] == "extra_forbidden":
+            lines.append(f"unknown key {loc!r}")
+        elif loc:
+            lines.append(f"{loc}: {err['msg'].removeprefix('Value error, ')}")
+        else:
+            lines.append(err["msg"].removeprefix("Value error, "))
+    return "; ".join(lines)
+
+
+def parse_root_flag(flag: str) -> dict[str, Any]:
+    """`--root NAME=PATH` or `--root PATH` (named after the folder's basename)."""
+    name, sep, path = flag.partition("=")
+    if not sep or "/" in name:
+        path = flag
+        name = Path(os.path.abspath(path)).name or "root"
+    return {"name": name, "path": path, "allowed_tools": ["*"]}
+
+
+def _read_file(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold a mapping of keys, not {type(data).__name__}")
+    return data
+
+
+def _split_env(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def load_config(
+    config_file: str | None = None,
+    root_flags: Sequence[str] = (),
+    overrides: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Config:
+    """Build the `Config` from its sources, later ones winning: file, environment, flags.
+
+    With neither a file nor `--root`, the current directory is served as root `workspace`.
+    """
+    env = os.environ if env is None else env
+    data: dict[str, Any] = _read_file(config_file) if config_file else {}
+    base = os.path.dirname(os.path.abspath(config_file)) if config_file else os.getcwd()
+    # Relative root paths in a config file are relative to the file; on the command line, to the cwd.
+    roots = [_absolute(r, base) for r in (data.get("roots") or [])]
+    roots.extend(_absolute(parse_root_flag(f), os.getcwd()) for f in root_flags)
+    if not config_file and not root_flags:
+        roots = [{"name": DEFAULT_ROOT_NAME, "path": os.getcwd(), "allowed_tools": ["*"]}]
+    if roots:
+        data["roots"] = roots
+    commands = dict(data.get("commands") or {})
+    if "ALLOWED_COMMANDS" in env:
+        allowed = _split_env(env["ALLOWED_COMMANDS"])
+        commands["allowed"] = "*" if allowed == ["*"] else allowed
+    if "ALLOWED_CWD_ROOTS" in env:
+        commands["allowed_cwd_roots"] = _split_env(env["ALLOWED_CWD_ROOTS"])
+    if env.get("ROOTBOUND_AUTH_TOKEN"):
+        data["auth_token"] = env["ROOTBOUND_AUTH_TOKEN"]
+    for key, value in (overrides or {}).items():
+        if value is None:
+            continue
+        if key == "allow_commands":
+            allowed = _split_env(value)
+            commands["allowed"] = "*" if allowed == ["*"] else allowed
+        else:
+            data[key] = value
+    if commands:
+        data["commands"] = commands
+    data["source"] = config_file or ("--root flags" if root_flags else "built-in default (current directory)")
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format(exc)) from None
+    _check_root_paths(config)
+    return config
+
+
+def _absolute(entry: Any, base: str) -> Any:
+    if isinstance(entry, dict) and isinstance(entry.get("path"), str) and entry["path"]:
+        return {**entry, "path": os.path.normpath(os.path.join(base, os.path.expanduser(entry["path"])))}
+    return entry  # malformed: validation names the problem
+
+
+def _check_root_paths(config: Config) -> None:
+    for root in config.roots:
+        if not os.path.exists(root.path):
+            raise ConfigError(f"root {root.name!r}: path does not exist: {root.path}")
+        if not os.path.isdir(root.path):
+            raise ConfigError(f"root {root.name!r}: path is not a directory: {root.path}")
+        if not os.access(root.path, os.R_OK | os.X_OK):
+            raise ConfigError(f"root {root.name!r}: path is not readable: {root.path}")

@@ -1,0 +1,169 @@
+"""What a tool is, and the one place where a call is validated, run, timed, logged and shaped.
+
+A tool module declares `ToolSpec`s: an argument model (its JSON schema is the
+tool's `inputSchema`; unknown arguments are refused), a result model (its
+`outputSchema`), annotations, and a handler. Handlers stay thin: arguments in,
+`Root` calls, a result model out. They raise `ToolError` for anything the agent
+should read; `call_tool` turns that into an `isError` result.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import anyio.to_thread
+from mcp.types import CallToolResult, TextContent, Tool, ToolAnnotations
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rootbound.config import Config
+from rootbound.errors import ToolError
+from rootbound.logs import log, log_tool_call
+from rootbound.roots import RootSet
+
+__all__ = ["Args", "CallContext", "RelPath", "RootName", "ToolOutput", "ToolSpec", "call_tool", "iso_time",
+           "read_only", "writes"]
+
+RootName = Annotated[str, Field(description="Name of the root to work in; list_roots shows the roots and "
+                                            "which tools each allows.")]
+RelPath = Annotated[str, Field(description='Path relative to the root, e.g. "src/main.py"; "" or "." is the '
+                                           "root itself. Paths cannot leave the root.")]
+
+
+def iso_time(timestamp: float) -> str:
+    """ISO 8601 in UTC, e.g. 2026-11-26T02:11:03.123456Z."""
+    return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
+
+
+class Args(BaseModel):
+    """Base for argument models: unknown keys are an error, not silently dropped."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """What a handler may use: the roots in force for this caller, and the configuration."""
+
+    roots: RootSet
+    config: Config
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    """A handler's result when the text block is not simply the JSON of the structured content."""
+
+    structured: BaseModel
+    text: str
+    is_error: bool = False
+
+
+Handler = Callable[[CallContext, Any], BaseModel | ToolOutput | Awaitable[BaseModel | ToolOutput]]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    title: str
+    description: str
+    args: type[Args]
+    result: type[BaseModel]
+    annotations: ToolAnnotations
+    handler: Handler
+
+    def definition(self) -> Tool:
+        return Tool(
+            name=self.name,
+            title=self.title,
+            description=self.description,
+            input_schema=_schema(self.args),
+            output_schema=_schema(self.result),
+            annotations=self.annotations,
+        )
+
+
+def read_only(title: str) -> ToolAnnotations:
+    return ToolAnnotations(title=title, read_only_hint=True, destructive_hint=False,
+                           idempotent_hint=True, open_world_hint=False)
+
+
+def writes(title: str, *, destructive: bool, idempotent: bool) -> ToolAnnotations:
+    return ToolAnnotations(title=title, read_only_hint=False, destructive_hint=destructive,
+                           idempotent_hint=idempotent, open_world_hint=False)
+
+
+def _schema(model: type[BaseModel]) -> dict[str, Any]:
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    return schema
+
+
+def _describe_validation(tool: str, exc: ValidationError) -> str:
+    problems = []
+    for err in exc.errors():
+        field = ".".join(str(p) for p in err["loc"]) or "arguments"
+        match err["type"]:
+            case "missing":
+                problems.append(f"{field} is required")
+            case "extra_forbidden":
+                problems.append(f"unknown parameter {field!r}")
+            case _:
+                problems.append(f"{field}: {err['msg'].removeprefix('Value error, ')}")
+    return f"invalid arguments for {tool}: " + "; ".join(problems)
+
+
+def _error(message: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+
+
+def _where(args: dict[str, Any]) -> tuple[str | None, str | None]:
+    root = args.get("root", args.get("source_root"))
+    path = args.get("path", args.get("source_path"))
+    return (root if isinstance(root, str) else None, path if isinstance(path, str) else None)
+
+
+async def call_tool(spec: ToolSpec, ctx: CallContext, arguments: dict[str, Any] | None) -> CallToolResult:
+    """Validate, run and log one call. Never raises: every failure becomes an `isError` result."""
+    start = time.perf_counter()
+    arguments = arguments or {}
+    root, path = _where(arguments)
+    outcome, error = "ok", None
+    try:
+        args = spec.args.model_validate(arguments)
+        if inspect.iscoroutinefunction(spec.handler):
+            output = await spec.handler(ctx, args)
+        else:
+            # Filesystem work blocks; a worker thread keeps other requests flowing meanwhile.
+            output = await anyio.to_thread.run_sync(spec.handler, ctx, args)
+        result = _shape(output)
+        if result.is_error:
+            outcome = "error"
+    except ValidationError as exc:
+        outcome, error = "error", _describe_validation(spec.name, exc)
+        result = _error(error)
+    except ToolError as exc:
+        outcome, error = exc.outcome, exc.message
+        result = _error(exc.message)
+    except Exception:
+        log.exception("tool %s failed", spec.name, extra={"tool": spec.name, "root": root, "path": path})
+        outcome, error = "crash", "internal error"
+        result = _error(f"internal error in {spec.name}; the server log has the details")
+    size = sum(len(c.text) for c in result.content if isinstance(c, TextContent))
+    log_tool_call(spec.name, root, path, outcome, (time.perf_counter() - start) * 1000, size, error)
+    return result
+
+
+def _shape(output: BaseModel | ToolOutput) -> CallToolResult:
+    if isinstance(output, ToolOutput):
+        data = output.structured.model_dump(mode="json", exclude_none=True)
+        return CallToolResult(content=[TextContent(type="text", text=output.text)],
+                              structured_content=data, is_error=output.is_error)
+    data = output.model_dump(mode="json", exclude_none=True)
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+

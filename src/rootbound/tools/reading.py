@@ -1,0 +1,393 @@
+"""The read-only file tools: list_roots, list_folder, read_file, stat_file, hash_file, permissions_file."""
+
+from __future__ import annotations
+
+import base64
+import grp
+import hashlib
+import os
+import pwd
+import stat
+from typing import Annotated, Literal, NotRequired
+
+from pydantic import BaseModel, Field
+from typing_extensions import TypedDict
+
+from rootbound.errors import ToolError
+from rootbound.roots import FILE_TOOLS, Root, display_path, file_type, split_path
+from rootbound.tools.base import Args, CallContext, RelPath, RootName, ToolSpec, iso_time, read_only
+
+__all__ = ["TOOLS"]
+
+_CHUNK = 64 * 1024
+_BINARY_SNIFF = 8192  # seed FR-005: a NUL in the first 8 KiB means binary
+
+
+def printable(name: str) -> str:
+    """File names that are not valid UTF-8 are shown with escapes instead of crashing the JSON encoder."""
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+# -- list_roots -----------------------------------------------------------------------------------
+
+
+class NoArgs(Args):
+    pass
+
+
+class RootInfo(BaseModel):
+    name: str
+    allowed_tools: list[str]
+
+
+class ListRootsResult(BaseModel):
+    roots: list[RootInfo]
+
+
+def list_roots(ctx: CallContext, _: NoArgs) -> ListRootsResult:
+    return ListRootsResult(roots=[
+        RootInfo(name=r.name, allowed_tools=[t for t in FILE_TOOLS if t in r.allowed_tools])
+        for r in ctx.roots.values()
+    ])
+
+
+# -- list_folder ----------------------------------------------------------------------------------
+
+
+class PathArgs(Args):
+    root: RootName
+    path: RelPath
+
+
+class Entry(TypedDict):
+    name: str
+    type: str
+    size: int
+    modified_at: str
+    target_type: NotRequired[str]
+
+
+class ListFolderResult(BaseModel):
+    path: str
+    entries: list[Entry]
+    count: int
+
+
+def _entry_target(root: Root, dir_parts: list[str], name: str) -> str:
+    st = root.target_stat([*dir_parts, name])
+    if st is None:
+        # Outside the root, dangling or a loop: either way not reachable through this root.
+        return "external"
+    return file_type(st.st_mode)
+
+
+def list_folder(ctx: CallContext, args: PathArgs) -> ListFolderResult:
+    root = ctx.roots.get_for(args.root, "list_folder")
+    parts = split_path(args.path)
+    fd = root.open_dir(args.path)
+    entries: list[Entry] = []
+    try:
+        with os.scandir(fd) as it:
+            for de in it:
+                try:
+                    st = de.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue  # removed while we listed
+                entry: Entry = {"name": printable(de.name), "type": file_type(st.st_mode), "size": st.st_size,
+                                "modified_at": iso_time(st.st_mtime)}
+                if stat.S_ISLNK(st.st_mode):
+                    entry["target_type"] = _entry_target(root, parts, de.name)
+                entries.append(entry)
+    finally:
+        os.close(fd)
+    entries.sort(key=lambda e: e["name"])
+    # Built from plain dicts on purpose: per-entry validation would dominate a 10,000-entry listing.
+    return ListFolderResult.model_construct(path=display_path(parts), entries=entries, count=len(entries))
+
+
+# -- read_file ------------------------------------------------------------------------------------
+
+
+class ReadFileArgs(Args):
+    root: RootName
+    path: RelPath
+    offset_bytes: Annotated[int | None, Field(ge=0, description="Byte offset to start at (0-based).")] = None
+    limit_bytes: Annotated[int | None, Field(ge=0, description="Maximum bytes to return.")] = None
+    offset_lines: Annotated[int | None, Field(ge=1, description="First line to return (1-based).")] = None
+    limit_lines: Annotated[int | None, Field(ge=0, description="Maximum lines to return.")] = None
+
+
+class ReadFileResult(BaseModel):
+    path: str
+    content: str = Field(description="The text, or base64 when encoding is base64.")
+    encoding: Literal["utf-8", "base64"]
+    size: int = Field(description="Size of the whole file in bytes.")
+    lines_total: int | None = Field(default=None, description="Lines in the whole file (full and line reads).")
+    truncated: bool = Field(description="True when more of the file follows what was returned.")
+    binary: bool = Field(description="True when the file's first 8 KiB contain a NUL byte.")
+    note: str | None = None
+
+
+def _human(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            text = f"{size:.1f}".removesuffix(".0") if unit != "B" else str(n)
+            return f"{text}{unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def _count_lines(fd: int, size: int) -> int:
+    lines, last, offset = 0, b"", 0
+    while offset < size:
+        chunk = os.pread(fd, 1024 * 1024, offset)
+        if not chunk:
+            break
+        lines += chunk.count(b"\n")
+        last = chunk[-1:]
+        offset += len(chunk)
+    return lines + (1 if last and last != b"\n" else 0)
+
+
+def _encode(data: bytes) -> tuple[str, Literal["utf-8", "base64"]]:
+    try:
+        return data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        return base64.b64encode(data).decode("ascii"), "base64"
+
+
+def _read_lines(fd: int, first: int, limit: int | None, cap: int) -> tuple[bytes, bool]:
+    """Lines `first`.. (1-based), at most `limit` lines and `cap` bytes; returns (data, more follows)."""
+    out = bytearray()
+    line_no, taken, offset, pending = 1, 0, 0, b""
+    while True:
+        chunk = os.pread(fd, _CHUNK, offset)
+        offset += len(chunk)
+        pending += chunk
+        while True:
+            nl = pending.find(b"\n")
+            if nl < 0 and chunk:
+                break  # need more data for this line
+            line = pending if nl < 0 else pending[: nl + 1]
+            pending = b"" if nl < 0 else pending[nl + 1:]
+            if not line:
+                return bytes(out), False
+            if line_no >= first:
+                if (limit is not None and taken >= limit) or len(out) + len(line) > cap:
+                    return bytes(out), True
+                out += line
+                taken += 1
+            line_no += 1
+            if nl < 0:
+                return bytes(out), False
+        if len(pending) > cap:  # one line longer than the cap: keep memory bounded
+            if line_no >= first:
+                return bytes(out), True
+            pending = pending[-1:]  # a line we skip: only where it ends matters
+
+
+def read_file(ctx: CallContext, args: ReadFileArgs) -> ReadFileResult:
+    root = ctx.roots.get_for(args.root, "read_file")
+    by_bytes = args.offset_bytes is not None or args.limit_bytes is not None
+    by_lines = args.offset_lines is not None or args.limit_lines is not None
+    if by_bytes and by_lines:
+        raise ToolError("byte and line parameters are mutually exclusive: use offset_bytes/limit_bytes "
+                        "or offset_lines/limit_lines, not both")
+    cap = ctx.config.max_full_read_size
+    fd, st = root.open_file(args.path)
+    try:
+        size = st.st_size
+        binary = b"\x00" in os.pread(fd, _BINARY_SNIFF, 0)
+        lines_total: int | None = None
+        note = None
+        if by_bytes:
+            offset = args.offset_bytes or 0
+            want = cap if args.limit_bytes is None else min(args.limit_bytes, cap)
+            data = os.pread(fd, want, offset) if offset < size else b""
+            truncated = offset + len(data) < size
+            if args.limit_bytes is not None and args.limit_bytes > cap and truncated:
+                note = f"limit_bytes capped at max_full_read_size ({cap} bytes)"
+        elif by_lines:
+            first = args.offset_lines or 1
+            data, truncated = _read_lines(fd, first, args.limit_lines, cap)
+            lines_total = _count_lines(fd, size)
+            if first > lines_total:
+                note = f"offset_lines {first} is past the end of the file ({lines_total} lines)"
+            elif truncated and (args.limit_lines is None or data.count(b"\n") < args.limit_lines):
+                note = f"stopped at max_full_read_size ({cap} bytes); read on with a larger offset_lines"
+        else:
+            if size > cap:
+                raise ToolError(f"file too large for full read (size: {_human(size)}, limit: {_human(cap)}); "
+                                "use offset/limit parameters")
+            data = os.pread(fd, cap + 1, 0)
+            if len(data) > cap:  # grew since fstat
+                raise ToolError(f"file too large for full read (limit: {_human(cap)}); use offset/limit parameters")
+            truncated = False
+            lines_total = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+    finally:
+        os.close(fd)
+    content, encoding = _encode(data)
+    return ReadFileResult(path=display_path(split_path(args.path)), content=content, encoding=encoding, size=size,
+                          lines_total=lines_total, truncated=truncated, binary=binary, note=note)
+
+
+# -- stat_file ------------------------------------------------------------------------------------
+
+
+class TargetInfo(BaseModel):
+    type: str = Field(description='file, directory, ... or "external" when it leads outside the root '
+                                  "(or nowhere)")
+    size: int | None = None
+    modified_at: str | None = None
+
+
+class StatResult(BaseModel):
+    name: str
+    path: str
+    type: str
+    size: int
+    is_directory: bool
+    is_symlink: bool
+    modified_at: str
+    created_at: str | None = Field(default=None, description="Birth time, where the filesystem records it.")
+    target: TargetInfo | None = Field(default=None, description="For a symlink: what it points to.")
+
+
+def stat_file(ctx: CallContext, args: PathArgs) -> StatResult:
+    root = ctx.roots.get_for(args.root, "stat_file")
+    parts = split_path(args.path)
+    st = root.lstat(args.path)
+    target = None
+    if stat.S_ISLNK(st.st_mode):
+        tst = root.target_stat(parts)
+        target = TargetInfo(type="external") if tst is None else TargetInfo(
+            type=file_type(tst.st_mode), size=tst.st_size, modified_at=iso_time(tst.st_mtime))
+    return StatResult(
+        name=printable(parts[-1]) if parts else ".",
+        path=display_path(parts),
+        type=file_type(st.st_mode),
+        size=st.st_size,
+        is_directory=stat.S_ISDIR(st.st_mode),
+        is_symlink=stat.S_ISLNK(st.st_mode),
+        modified_at=iso_time(st.st_mtime),
+        target=target,
+    )
+
+
+# -- hash_file ------------------------------------------------------------------------------------
+
+HASH_ALGORITHMS = ("md5", "sha1", "sha256")
+
+
+class HashArgs(Args):
+    root: RootName
+    path: RelPath
+    algorithm: Annotated[str, Field(description="One of md5, sha1, sha256.")] = "sha256"
+
+
+class HashResult(BaseModel):
+    path: str
+    algorithm: str
+    hash: str = Field(description="Hex digest.")
+    size: int
+
+
+def hash_file(ctx: CallContext, args: HashArgs) -> HashResult:
+    root = ctx.roots.get_for(args.root, "hash_file")
+    algorithm = args.algorithm.lower()
+    if algorithm not in HASH_ALGORITHMS:
+        raise ToolError(f"unsupported hash algorithm: {args.algorithm}; supported: {', '.join(HASH_ALGORITHMS)}")
+    fd, _ = root.open_file(args.path)
+    digest = hashlib.new(algorithm)
+    buf = bytearray(_CHUNK)
+    view = memoryview(buf)
+    size = 0
+    try:
+        # One reused 64 KiB buffer: memory stays flat whatever the file's size (seed NFR-003).
+        while n := os.readv(fd, [buf]):
+            digest.update(view[:n])
+            size += n
+    finally:
+        os.close(fd)
+    return HashResult(path=display_path(split_path(args.path)), algorithm=algorithm, hash=digest.hexdigest(),
+                      size=size)
+
+
+# -- permissions_file -----------------------------------------------------------------------------
+
+
+class PermissionsResult(BaseModel):
+    path: str
+    owner: str
+    group: str
+    mode: str = Field(description='Octal permission bits, e.g. "0644".')
+    mode_string: str = Field(description='Symbolic form, e.g. "-rw-r--r--".')
+
+
+def _owner(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def _group(gid: int) -> str:
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return str(gid)
+
+
+def permissions_file(ctx: CallContext, args: PathArgs) -> PermissionsResult:
+    root = ctx.roots.get_for(args.root, "permissions_file")
+    st = root.lstat(args.path)
+    return PermissionsResult(path=display_path(split_path(args.path)), owner=_owner(st.st_uid),
+                             group=_group(st.st_gid), mode=f"{stat.S_IMODE(st.st_mode):04o}",
+                             mode_string=stat.filemode(st.st_mode))
+
+
+TOOLS = [
+    ToolSpec(
+        "list_roots", "List roots",
+        "List the roots (named directories) this server lets you work in, and the file tools each root "
+        "allows. Call this first: every other file tool takes a `root` name from this list and a path "
+        "relative to that root. Host paths are never shown.",
+        NoArgs, ListRootsResult, read_only("List roots"), list_roots),
+    ToolSpec(
+        "list_folder", "List a folder",
+        "List the immediate entries of a directory in a root, sorted by name: each with name, type "
+        "(file, directory, symlink, ...), size in bytes and modified_at (ISO 8601). A symlink also has "
+        "target_type: file or directory when it leads inside the root, external otherwise. Not recursive: "
+        "use glob for that.",
+        PathArgs, ListFolderResult, read_only("List a folder"), list_folder),
+    ToolSpec(
+        "read_file", "Read a file",
+        "Read a file in a root. With no offset/limit the whole file is returned if it is at most "
+        "max_full_read_size bytes (1 MiB by default); otherwise read a part: by bytes with "
+        "offset_bytes/limit_bytes, or by lines with offset_lines (1-based) / limit_lines - not both kinds "
+        "at once. UTF-8 text comes back as is; anything else as base64 (encoding says which). binary is "
+        "true when the file starts with NUL bytes; truncated is true when more of the file follows; "
+        "lines_total counts the file's lines on full and line reads.",
+        ReadFileArgs, ReadFileResult, read_only("Read a file"), read_file),
+    ToolSpec(
+        "stat_file", "File metadata",
+        "Metadata of a file, directory or symlink in a root: name, path, type, size, is_directory, "
+        "is_symlink, modified_at. A symlink is described itself, with `target` saying what it leads to "
+        "(type external when that is outside the root).",
+        PathArgs, StatResult, read_only("File metadata"), stat_file),
+    ToolSpec(
+        "hash_file", "Hash a file",
+        "Compute the md5, sha1 or sha256 (default) hex digest of a file in a root, streaming it, so any "
+        "size works. Useful to check whether a file changed, or whether two files are identical.",
+        HashArgs, HashResult, read_only("Hash a file"), hash_file),
+    ToolSpec(
+        "permissions_file", "File permissions",
+        "Owner, group and permission bits of a file, directory or symlink in a root: mode as octal "
+        '("0644") and mode_string as ls shows it ("-rw-r--r--"). Read only: permissions cannot be changed.',
+        PathArgs, PermissionsResult, read_only("File permissions"), permissions_file),
+]

@@ -1,0 +1,115 @@
+"""Shared fixtures: a real rootbound server on real temporary directories, driven by a real MCP client.
+
+Most tests use the in-memory transport (the SDK's `Client(server)`); `test_transports.py`
+runs the `rootbound` process itself over stdio and Streamable HTTP.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.types import CallToolResult
+
+from rootbound import beneath
+from rootbound.config import load_config
+from rootbound.server import App
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class Harness:
+    """A connected MCP client plus the app behind it, with helpers that assert the outcome."""
+
+    def __init__(self, app: App, client: Client) -> None:
+        self.app = app
+        self.client = client
+
+    async def call(self, tool: str, **arguments: Any) -> CallToolResult:
+        return await self.client.call_tool(tool, arguments)
+
+    async def ok(self, tool: str, **arguments: Any) -> dict[str, Any]:
+        """Call a tool that must succeed; return its structured content."""
+        result = await self.call(tool, **arguments)
+        assert not result.is_error, f"{tool} failed: {text_of(result)}"
+        assert result.structured_content is not None
+        return result.structured_content
+
+    async def err(self, tool: str, **arguments: Any) -> str:
+        """Call a tool that must fail; return its error text."""
+        result = await self.call(tool, **arguments)
+        assert result.is_error, f"{tool} unexpectedly succeeded: {result.structured_content}"
+        return text_of(result)
+
+
+def text_of(result: CallToolResult) -> str:
+    return "\n".join(c.text for c in result.content if c.type == "text")
+
+
+MakeServer = Callable[..., Awaitable[Harness]]
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "workspace"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A directory beside the roots holding a secret no tool may ever return."""
+    path = tmp_path / "outside"
+    path.mkdir()
+    (path / "secret.txt").write_text("OUTSIDE-SECRET\n")
+    return path
+
+
+@pytest.fixture
+async def make_server(tmp_path: Path) -> AsyncIterator[MakeServer]:
+    """Factory: `await make_server({"name": path_or_(path, tools)}, mode="auto", **config_keys)`."""
+    async with AsyncExitStack() as stack:
+
+        async def make(roots: dict[str, Any] | None = None, mode: str = "auto", **config: Any) -> Harness:
+            roots = roots or {"workspace": tmp_path / "workspace"}
+            entries = []
+            for name, spec in roots.items():
+                path, tools = (spec, ["*"]) if isinstance(spec, (str, Path)) else spec
+                os.makedirs(path, exist_ok=True)
+                entries.append({"name": name, "path": str(path), "allowed_tools": tools})
+            cfg_file = tmp_path / f"config-{len(entries)}-{id(entries)}.yaml"
+            import yaml
+
+            cfg_file.write_text(yaml.safe_dump({"roots": entries, **config}))
+            app = App(load_config(str(cfg_file), env={}))
+            stack.callback(app.close)
+            client = await stack.enter_async_context(Client(app.server, mode=mode))
+            return Harness(app, client)
+
+        yield make
+
+
+@pytest.fixture
+async def server(make_server: MakeServer, workspace: Path) -> Harness:
+    """One root `workspace` with every tool allowed, over the default (2026-07-28) protocol."""
+    return await make_server()
+
+
+@pytest.fixture(params=["openat2", "walk"])
+def resolver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a security test against both path resolvers (the kernel's and the portable walk)."""
+    if request.param == "walk":
+        monkeypatch.setattr(beneath, "_open", beneath._walk)
+    elif beneath.RESOLVER != "openat2":
+        pytest.skip("openat2 is not available on this kernel")
+    return str(request.param)
