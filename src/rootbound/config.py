@@ -63,6 +63,15 @@ class CommandsConfig(_Strict):
         return self
 
 
+# Paths the file tools will not write, remove, move onto or patch (root-relative globs, any root).
+# They turn a file write into code execution: git hooks and config, agent config, shell start-up files.
+DEFAULT_PROTECTED_PATHS: tuple[str, ...] = (
+    ".git/hooks/**", ".git/config", ".mcp.json",
+    ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zprofile", ".zshenv",
+    ".zlogin", ".cshrc", ".tcshrc", ".kshrc",
+)
+
+
 class Config(_Strict):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 8091
@@ -71,6 +80,8 @@ class Config(_Strict):
     client_roots: Literal["off", "within", "replace"] = "within"
     project_dir: str | None = None
     roots: list[RootConfig] = Field(default_factory=list)
+    protected_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_PROTECTED_PATHS),
+                                       description="Root-relative globs the file tools may not modify.")
     commands: CommandsConfig = Field(default_factory=CommandsConfig)
     # Where the settings came from, for `rootbound check` and the startup log line.
     source: str = Field(default="built-in default", exclude=True)

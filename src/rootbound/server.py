@@ -8,6 +8,7 @@ leaks an exception's text to the client.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -33,7 +34,7 @@ from rootbound.config import Config
 from rootbound.logs import log
 from rootbound.roots import Root, RootSet
 from rootbound.tools import all_tools
-from rootbound.tools.base import CallContext, ToolSpec, call_tool
+from rootbound.tools.base import CallContext, Progress, ToolSpec, call_tool
 
 __all__ = ["App", "open_roots"]
 
@@ -60,22 +61,25 @@ class App:
             on_list_tools=self._list_tools, on_call_tool=self._call_tool,
         )
 
-    def context(self) -> CallContext:
-        return CallContext(roots=self.roots, config=self.config)
+    def context(self, report_progress: Progress | None = None) -> CallContext:
+        project_dir = self.config.project_dir or os.getcwd()
+        return CallContext(roots=self.roots, config=self.config, project_dir=project_dir,
+                           report_progress=report_progress)
 
     async def _list_tools(self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
                           ) -> ListToolsResult:
         return ListToolsResult(tools=[t.definition() for t in self.tools.values()])
 
     async def _call_tool(self, ctx: ServerRequestContext[Any], params: CallToolRequestParams) -> CallToolResult:
-        return await self.call(params.name, params.arguments)
+        return await self.call(params.name, params.arguments, self.context(ctx.session.report_progress))
 
-    async def call(self, name: str, arguments: dict[str, Any] | None) -> CallToolResult:
+    async def call(self, name: str, arguments: dict[str, Any] | None, ctx: CallContext | None = None
+                   ) -> CallToolResult:
         spec = self.tools.get(name)
         if spec is None:
-            return CallToolResult(content=[TextContent(type="text", text=f"unknown tool: {name}; known tools: "
-                                                       f"{', '.join(self.tools)}")], is_error=True)
-        return await call_tool(spec, self.context(), arguments)
+            text = f"unknown tool: {name}; known tools: {', '.join(self.tools)}"
+            return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+        return await call_tool(spec, ctx or self.context(), arguments)
 
     # -- transports -------------------------------------------------------------------------
 

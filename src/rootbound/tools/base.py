@@ -46,12 +46,20 @@ class Args(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+Progress = Callable[[float, float | None, str | None], Awaitable[None]]
+
+
 @dataclass(frozen=True)
 class CallContext:
     """What a handler may use: the roots in force for this caller, and the configuration."""
 
     roots: RootSet
     config: Config
+    # Base for relative command working directories: the first client root, else
+    # `project_dir` from the config, else the server's working directory.
+    project_dir: str
+    # Sends `notifications/progress` for this call; a no-op unless the client asked for progress.
+    report_progress: Progress | None = None
 
 
 @dataclass(frozen=True)
