@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 from mcp import Client
-from mcp.types import CallToolResult
+from mcp.client import ClientRequestContext
+from mcp.types import CallToolResult, ListRootsResult, Root
 
 from rootbound import beneath
 from rootbound.config import load_config
@@ -59,6 +60,19 @@ def text_of(result: CallToolResult) -> str:
 MakeServer = Callable[..., Awaitable[Harness]]
 
 
+class RootsClient:
+    """A client that declares the `roots` capability and answers `roots/list` with `roots`."""
+
+    def __init__(self, *roots: str | tuple[str, str]) -> None:
+        self.roots = list(roots)
+        self.asked = 0
+
+    async def list_roots(self, context: ClientRequestContext) -> ListRootsResult:
+        self.asked += 1
+        return ListRootsResult(roots=[Root(uri=r) if isinstance(r, str) else Root(uri=r[0], name=r[1])
+                                      for r in self.roots])
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     path = tmp_path / "workspace"
@@ -80,7 +94,8 @@ async def make_server(tmp_path: Path) -> AsyncIterator[MakeServer]:
     """Factory: `await make_server({"name": path_or_(path, tools)}, mode="auto", **config_keys)`."""
     async with AsyncExitStack() as stack:
 
-        async def make(roots: dict[str, Any] | None = None, mode: str = "auto", **config: Any) -> Harness:
+        async def make(roots: dict[str, Any] | None = None, mode: str = "auto",
+                       roots_client: RootsClient | None = None, **config: Any) -> Harness:
             roots = roots or {"workspace": tmp_path / "workspace"}
             entries = []
             for name, spec in roots.items():
@@ -93,7 +108,8 @@ async def make_server(tmp_path: Path) -> AsyncIterator[MakeServer]:
             cfg_file.write_text(yaml.safe_dump({"roots": entries, **config}))
             app = App(load_config(str(cfg_file), env={}))
             stack.callback(app.close)
-            client = await stack.enter_async_context(Client(app.server, mode=mode))
+            callback = roots_client.list_roots if roots_client else None
+            client = await stack.enter_async_context(Client(app.server, mode=mode, list_roots_callback=callback))
             return Harness(app, client)
 
         yield make

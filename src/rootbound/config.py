@@ -76,7 +76,13 @@ class Config(_Strict):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 8091
     max_full_read_size: Annotated[int, Field(ge=1)] = 1024 * 1024
-    auth_token: str | None = None
+    auth_token: str | None = Field(default=None, description="Bearer token required on /mcp; env ROOTBOUND_AUTH_TOKEN.")
+    allowed_hosts: list[str] = Field(default_factory=list, description="Extra Host headers accepted over HTTP "
+                                     '(e.g. "mcp.example.com:*"); localhost is always accepted.')
+    allowed_origins: list[str] = Field(default_factory=list, description="Extra browser Origins accepted over HTTP; "
+                                       "localhost origins are always accepted.")
+    max_request_body_size: Annotated[int, Field(ge=1024)] = 8 * 1024 * 1024
+    shutdown_grace: Annotated[float, Field(ge=0)] = 10.0
     client_roots: Literal["off", "within", "replace"] = "within"
     project_dir: str | None = None
     roots: list[RootConfig] = Field(default_factory=list)

@@ -1,4 +1,5 @@
-"""MCP wiring: the tools registered on a low-level `Server`, and the stdio and Streamable HTTP transports.
+"""MCP wiring: the tools registered on a low-level `Server`, per-connection client roots, and the
+stdio and Streamable HTTP transports.
 
 The low-level `Server` is used rather than `MCPServer` so that each tool's schema,
 error text and structured result are exactly ours, and so that every call passes
@@ -8,45 +9,94 @@ leaks an exception's text to the client.
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
 import os
+import signal
 import sys
+import warnings
 from typing import Any
 
 import anyio
 import uvicorn
 from mcp.server import Server, ServerRequestContext
+from mcp.server.auth.provider import AccessToken, TokenVerifier
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.context import CallNext, HandlerResult
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.shared.message import ServerMessageMetadata
 from mcp.types import (
     CallToolRequestParams,
     CallToolResult,
+    ClientCapabilities,
+    ListRootsRequest,
+    ListRootsResult,
     ListToolsResult,
     PaginatedRequestParams,
+    RootsCapability,
     TextContent,
 )
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from rootbound import __version__
+from rootbound.client_roots import ClientRootsState, build_client_roots
 from rootbound.config import Config
 from rootbound.logs import log
 from rootbound.roots import Root, RootSet
 from rootbound.tools import all_tools
 from rootbound.tools.base import CallContext, Progress, ToolSpec, call_tool
 
-__all__ = ["App", "open_roots"]
+__all__ = ["App", "open_roots", "run"]
+
+# We use `roots/list` on purpose, for handshake-era clients only; the SDK warns on every use.
+warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
 
 INSTRUCTIONS = (
     "rootbound gives you file tools confined to named roots. Call list_roots first to learn the root names "
     "and which tools each allows; then pass `root` and a path relative to it to every file tool."
 )
+ROOTS_TIMEOUT = 5.0  # seconds to wait for a client's roots/list answer; never longer
+_STATE_KEY = "rootbound.client_roots"
+_ROOTS_CAPABILITY = ClientCapabilities(roots=RootsCapability())
 
 
 def open_roots(config: Config) -> RootSet:
     """Open every configured root once, as a directory handle the tools resolve beneath."""
     return RootSet(Root.at(r.name, r.path, r.allowed_tools) for r in config.roots)
+
+
+def _connection_state(session: Any) -> ClientRootsState:
+    """This connection's client-roots state (one per stdio process or stateful HTTP session).
+
+    The SDK's per-connection store, `Connection.state`, has no public accessor in
+    mcp 2.3 (the version is pinned exactly for this reason).
+    """
+    connection = session._connection
+    state = connection.state.get(_STATE_KEY)
+    if state is None:
+        state = connection.state[_STATE_KEY] = ClientRootsState()
+        connection.exit_stack.callback(state.close)
+    assert isinstance(state, ClientRootsState)
+    return state
+
+
+class _StaticToken(TokenVerifier):
+    """The operator's bearer token, compared in constant time."""
+
+    def __init__(self, secret: str) -> None:
+        self._secret = secret.encode()
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        if hmac.compare_digest(token.encode(), self._secret):
+            return AccessToken(token="<redacted>", client_id="rootbound-client", scopes=[])
+        return None
 
 
 class App:
@@ -60,18 +110,34 @@ class App:
             "rootbound", version=__version__, instructions=INSTRUCTIONS,
             on_list_tools=self._list_tools, on_call_tool=self._call_tool,
         )
+        self.server.middleware.append(self._roots_middleware)
 
-    def context(self, report_progress: Progress | None = None) -> CallContext:
-        project_dir = self.config.project_dir or os.getcwd()
-        return CallContext(roots=self.roots, config=self.config, project_dir=project_dir,
-                           report_progress=report_progress)
+    # -- per-call context -------------------------------------------------------------------
+
+    def context(self, roots: RootSet | None = None, project_dir: str | None = None,
+                report_progress: Progress | None = None) -> CallContext:
+        return CallContext(
+            roots=roots if roots is not None else self.roots,
+            config=self.config,
+            project_dir=project_dir or self.config.project_dir or os.getcwd(),
+            report_progress=report_progress,
+        )
 
     async def _list_tools(self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
                           ) -> ListToolsResult:
         return ListToolsResult(tools=[t.definition() for t in self.tools.values()])
 
     async def _call_tool(self, ctx: ServerRequestContext[Any], params: CallToolRequestParams) -> CallToolResult:
-        return await self.call(params.name, params.arguments, self.context(ctx.session.report_progress))
+        roots, project_dir = None, None
+        if self._wants_client_roots(ctx):
+            state = _connection_state(ctx.session)
+            if not state.answered:
+                # The request sent after `initialized` may have been lost (over HTTP it rides a stream the
+                # client may not have opened yet): ask again, on this call's own response stream.
+                await self._fetch_roots(ctx, state, related_request_id=ctx.request_id)
+            roots, project_dir = state.roots, state.project_dir
+        return await self.call(params.name, params.arguments,
+                               self.context(roots, project_dir, ctx.session.report_progress))
 
     async def call(self, name: str, arguments: dict[str, Any] | None, ctx: CallContext | None = None
                    ) -> CallToolResult:
@@ -81,6 +147,43 @@ class App:
             return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
         return await call_tool(spec, ctx or self.context(), arguments)
 
+    # -- client roots -----------------------------------------------------------------------
+
+    def _wants_client_roots(self, ctx: ServerRequestContext[Any]) -> bool:
+        return (self.config.client_roots != "off"
+                and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
+                and ctx.session.check_client_capability(_ROOTS_CAPABILITY))
+
+    async def _roots_middleware(self, ctx: ServerRequestContext[Any], call_next: CallNext) -> HandlerResult:
+        result = await call_next(ctx)
+        if ctx.method in ("notifications/initialized", "notifications/roots/list_changed") \
+                and self._wants_client_roots(ctx):
+            state = _connection_state(ctx.session)
+            if ctx.method == "notifications/roots/list_changed":
+                state.answered = False
+            await self._fetch_roots(ctx, state)
+        return result
+
+    async def _fetch_roots(self, ctx: ServerRequestContext[Any], state: ClientRootsState,
+                           related_request_id: Any = None) -> None:
+        """Ask the client for its roots (bounded by ROOTS_TIMEOUT); any failure leaves the operator roots."""
+        async with state.lock:
+            if state.answered:
+                return
+            metadata = ServerMessageMetadata(related_request_id=related_request_id) if related_request_id else None
+            try:
+                answer = await ctx.session.send_request(ListRootsRequest(), ListRootsResult,
+                                                        request_read_timeout_seconds=ROOTS_TIMEOUT, metadata=metadata)
+            except Exception as exc:  # timeout, an error answer, no back-channel: roots stay the operator's
+                log.info("client roots unavailable; serving the operator's roots",
+                         extra={"error": f"{type(exc).__name__}: {exc}"[:300]})
+                # A call-time attempt that fails is final until the client says its roots changed;
+                # an initialized-time one is not, because over HTTP it may simply have been lost.
+                state.answered = related_request_id is not None
+                return
+            build_client_roots(self.config.client_roots, self.roots,
+                               [(str(r.uri), r.name) for r in answer.roots], state)
+
     # -- transports -------------------------------------------------------------------------
 
     async def serve_stdio(self) -> None:
@@ -88,34 +191,71 @@ class App:
             await self.server.run(read, write, self.server.create_initialization_options())
 
     def http_app(self) -> Starlette:
-        host = self.config.host
+        cfg = self.config
         # Always explicit: the SDK turns Host/Origin checks off by itself for a 0.0.0.0 bind.
-        hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
-        origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
-        if host not in ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::"):
-            hosts.append(f"{host}:*")
-            origins.append(f"http://{host}:*")
+        hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", *cfg.allowed_hosts]
+        origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*", *cfg.allowed_origins]
+        if not _is_wildcard(cfg.host) and not _is_loopback(cfg.host):
+            hosts.append(f"{cfg.host}:*")
+            origins.append(f"http://{cfg.host}:*")
         security = TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
                                              allowed_origins=origins)
+        auth: dict[str, Any] = {}
+        if cfg.auth_token:
+            auth = {"token_verifier": _StaticToken(cfg.auth_token),
+                    "auth": AuthSettings(issuer_url=AnyHttpUrl("http://127.0.0.1"), resource_server_url=None)}
         return self.server.streamable_http_app(
-            transport_security=security, host=host,
-            custom_starlette_routes=[Route("/health", _health, methods=["GET"])],
+            transport_security=security, host=cfg.host, max_request_body_size=cfg.max_request_body_size,
+            custom_starlette_routes=[Route("/health", _health, methods=["GET"])], **auth,
         )
 
     async def serve_http(self) -> None:
-        app = self.http_app()
-        config = uvicorn.Config(app, host=self.config.host, port=self.config.port, log_config=None,
-                                log_level="warning", lifespan="on")
-        server = uvicorn.Server(config)
-        log.info("listening", extra={"address": f"http://{self.config.host}:{self.config.port}/mcp"})
+        cfg = self.config
+        if not _is_loopback(cfg.host) and not cfg.auth_token:
+            log.warning("HTTP bound to a non-loopback address WITHOUT an auth token: anyone who can reach "
+                        "this port can use every tool. Set auth_token (or ROOTBOUND_AUTH_TOKEN).",
+                        extra={"host": cfg.host})
+        server = uvicorn.Server(uvicorn.Config(
+            self.http_app(), host=cfg.host, port=cfg.port, log_config=None, log_level="warning",
+            lifespan="on", timeout_graceful_shutdown=int(cfg.shutdown_grace) or None))
+        log.info("listening", extra={"address": f"http://{cfg.host}:{cfg.port}/mcp",
+                                     "auth": "bearer token" if cfg.auth_token else "none"})
         await server.serve()
 
     def close(self) -> None:
         self.roots.close()
 
 
+def _is_wildcard(host: str) -> bool:
+    return host in ("0.0.0.0", "::", "")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 async def _health(request: Request) -> PlainTextResponse:
     return PlainTextResponse("ok")
+
+
+async def _serve_stdio_until_signal(app: App) -> None:
+    # SIGTERM ends the server like end-of-input does: handlers are cancelled, so running
+    # commands' process groups are killed in their `finally` blocks instead of orphaned.
+    async with anyio.create_task_group() as tg:
+        async def watch() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
+                async for sig in signals:
+                    log.info("stopping on signal", extra={"signal": signal.Signals(sig).name})
+                    tg.cancel_scope.cancel()
+
+        tg.start_soon(watch)
+        await app.serve_stdio()
+        tg.cancel_scope.cancel()
 
 
 def run(app: App, transport: str) -> None:
@@ -127,7 +267,7 @@ def run(app: App, transport: str) -> None:
               "stdin/stdout; start it from an MCP client (see README), or press Ctrl-C to stop.",
               file=sys.stderr, flush=True)
     try:
-        anyio.run(app.serve_stdio if transport == "stdio" else app.serve_http)
+        anyio.run(_serve_stdio_until_signal if transport == "stdio" else App.serve_http, app)
     except KeyboardInterrupt:
         pass
     finally:

@@ -1,0 +1,145 @@
+"""Client roots (MCP `roots`): how a client narrows or names the workspace, per connection.
+
+The operator's roots are the fence. A client that declares the `roots` capability
+on a handshake-era connection (stdio, stateful HTTP) is asked for its roots after
+`notifications/initialized` and again on `notifications/roots/list_changed`. Each
+`file://` URI becomes a named root, under the policy `client_roots`:
+
+* `within` (default): accepted only inside an operator root, opened *beneath that
+  root's handle* and given its allowlist; the accepted roots replace the operator
+  roots for this connection (a narrowing). None accepted: the operator roots stay.
+* `replace`: the client's directories become the roots, all file tools allowed
+  (desktop use, as the reference filesystem server does).
+* `off`: ignored.
+
+The first accepted client root is the connection's project directory. Requests of
+the sessionless 2026-07-28 protocol cannot be asked anything, so they always get
+the operator's roots (roots are deprecated there: SEP-2577).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+from urllib.parse import unquote, urlsplit
+
+import anyio
+
+from rootbound.beneath import open_beneath
+from rootbound.logs import log
+from rootbound.roots import Root, RootSet
+
+__all__ = ["ClientRootsState", "Policy", "build_client_roots"]
+
+Policy = Literal["off", "within", "replace"]
+
+
+@dataclass
+class ClientRootsState:
+    """What one connection's client said about its roots."""
+
+    roots: RootSet | None = None  # None: use the operator's roots
+    project_dir: str | None = None
+    answered: bool = False  # an answer (or a definitive failure) is recorded; no need to ask mid-call
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    # Handles opened for this connection, by (name, real path): reused across refreshes so a
+    # client that keeps sending list_changed cannot exhaust descriptors, and never closed while
+    # a call might still use them (only when the connection ends).
+    opened: dict[tuple[str, str], Root] = field(default_factory=dict)
+
+    def close(self) -> None:
+        for root in self.opened.values():
+            root.close()
+        self.opened.clear()
+
+
+def uri_to_path(uri: str) -> str | None:
+    """A `file://` URI to a host path, percent-decoded exactly once; None for anything else."""
+    parts = urlsplit(uri)
+    if parts.scheme != "file" or parts.netloc not in ("", "localhost"):
+        return None
+    path = unquote(parts.path)
+    if not path.startswith("/") or "\x00" in path:
+        return None
+    return path
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    candidate, n = name, 2
+    while candidate in taken:
+        candidate, n = f"{name}-{n}", n + 1
+    taken.add(candidate)
+    return candidate
+
+
+def _enclosing(operator: RootSet, real: str) -> Root | None:
+    """The operator root that contains `real` (component-wise, never a string prefix)."""
+    best: Root | None = None
+    for root in operator.values():
+        if os.path.commonpath([root.real_path, real]) == root.real_path and (
+            best is None or len(root.real_path) > len(best.real_path)
+        ):
+            best = root
+    return best
+
+
+def _open_within(operator: RootSet, name: str, real: str, state: ClientRootsState) -> Root | None:
+    parent = _enclosing(operator, real)
+    if parent is None:
+        log.warning("client root refused: outside every operator root", extra={"client_root": name})
+        return None
+    key = (name, real)
+    if key in state.opened:
+        return state.opened[key]
+    rel = os.path.relpath(real, parent.real_path)
+    parts = [] if rel == "." else rel.split("/")
+    try:
+        fd = open_beneath(parent.fd, parts, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        log.warning("client root refused: cannot open beneath its operator root",
+                    extra={"client_root": name, "operator_root": parent.name, "error": exc.strerror})
+        return None
+    root = Root(name, real, parent.allowed_tools, fd)
+    state.opened[key] = root
+    return root
+
+
+def _open_replace(name: str, real: str, state: ClientRootsState) -> Root | None:
+    key = (name, real)
+    if key in state.opened:
+        return state.opened[key]
+    try:
+        root = Root.at(name, real, ["*"])
+    except OSError as exc:
+        log.warning("client root refused: not an openable directory",
+                    extra={"client_root": name, "error": exc.strerror})
+        return None
+    state.opened[key] = root
+    return root
+
+
+def build_client_roots(policy: Policy, operator: RootSet, roots: Iterable[tuple[str, str | None]],
+                       state: ClientRootsState) -> None:
+    """Turn the client's `(uri, name)` pairs into this connection's roots and project directory."""
+    accepted: list[Root] = []
+    taken: set[str] = set()
+    for uri, given in roots:
+        path = uri_to_path(uri)
+        if path is None:
+            log.info("client root ignored: not a local file:// URI", extra={"uri": uri[:200]})
+            continue
+        real = os.path.realpath(path)
+        if not os.path.isdir(real):
+            log.warning("client root refused: not a directory", extra={"uri": uri[:200]})
+            continue
+        base = (given or "").strip().replace("/", "_") or os.path.basename(real) or "root"
+        name = _unique(base, taken)
+        root = _open_within(operator, name, real, state) if policy == "within" else _open_replace(name, real, state)
+        if root is not None:
+            accepted.append(root)
+    state.roots = RootSet(accepted) if accepted else None
+    state.project_dir = accepted[0].real_path if accepted else None
+    state.answered = True
+    log.info("client roots", extra={"roots": [r.name for r in accepted], "policy": policy})

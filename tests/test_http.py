@@ -1,0 +1,175 @@
+"""Streamable HTTP as it would be exposed: per-session roots, bearer token, Host/Origin checks, concurrency.
+
+Each test runs the real `rootbound serve --transport http` process on a free loopback port.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+import yaml
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.conftest import RootsClient
+
+pytestmark = pytest.mark.anyio
+
+TOKEN = "s3cret-token-for-tests"
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "probe", "version": "0"}}}
+MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def http_server(tmp_path: Path, **config: Any) -> Iterator[str]:
+    port = free_port()
+    cfg = {"port": port, "roots": [{"name": "workspace", "path": str(tmp_path / "workspace")}], **config}
+    (tmp_path / "workspace").mkdir(exist_ok=True)
+    path = tmp_path / f"http-{port}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    env = {k: v for k, v in os.environ.items() if k != "ROOTBOUND_AUTH_TOKEN"}
+    proc = subprocess.Popen([sys.executable, "-m", "rootbound", "serve", "--transport", "http", "--config",
+                             str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx2.get(f"{base}/health", timeout=0.5).status_code == 200:
+                    break
+            except httpx2.TransportError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"server did not start: {proc.stderr.read().decode() if proc.stderr else ''}")
+            time.sleep(0.05)
+        yield base
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            if proc.stderr:
+                proc.stderr.close()
+
+
+@asynccontextmanager
+async def mcp_client(base: str, token: str | None = None, **kwargs: Any) -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as http, \
+            Client(streamable_http_client(f"{base}/mcp", http_client=http), **kwargs) as client:
+        yield client
+
+
+async def test_health_and_a_tool_call(tmp_path: Path) -> None:
+    (tmp_path / "workspace").mkdir()
+    (tmp_path / "workspace" / "a.txt").write_text("over http\n")
+    with http_server(tmp_path) as base:
+        r = httpx2.get(f"{base}/health")
+        assert (r.status_code, r.text) == (200, "ok")
+        async with mcp_client(base) as c:
+            got = await c.call_tool("read_file", {"root": "workspace", "path": "a.txt"})
+            assert got.structured_content and got.structured_content["content"] == "over http\n"
+
+
+async def test_two_sessions_never_see_each_others_roots(tmp_path: Path) -> None:
+    ws = tmp_path / "workspace"
+    for name in ("alpha", "beta"):
+        (ws / name).mkdir(parents=True)
+        (ws / name / "who.txt").write_text(name)
+    with http_server(tmp_path) as base:
+        async with mcp_client(base, mode="legacy", list_roots_callback=RootsClient(f"file://{ws}/alpha").list_roots
+                              ) as a, \
+                mcp_client(base, mode="legacy", list_roots_callback=RootsClient(f"file://{ws}/beta").list_roots
+                           ) as b:
+            for client, mine, theirs in ((a, "alpha", "beta"), (b, "beta", "alpha"), (a, "alpha", "beta")):
+                listed = (await client.call_tool("list_roots", {})).structured_content
+                assert listed is not None
+                assert [r["name"] for r in listed["roots"]] == [mine]
+                denied = await client.call_tool("read_file", {"root": theirs, "path": "who.txt"})
+                assert denied.is_error
+
+
+async def test_bearer_token_is_required_but_health_stays_open(tmp_path: Path) -> None:
+    with http_server(tmp_path, auth_token=TOKEN) as base:
+        assert httpx2.get(f"{base}/health").status_code == 200
+        assert httpx2.post(f"{base}/mcp", json=INIT, headers=MCP_HEADERS).status_code == 401
+        wrong = {**MCP_HEADERS, "Authorization": "Bearer nope"}
+        assert httpx2.post(f"{base}/mcp", json=INIT, headers=wrong).status_code == 401
+        async with mcp_client(base, token=TOKEN) as c:
+            listed = (await c.call_tool("list_roots", {})).structured_content
+            assert listed is not None and listed["roots"][0]["name"] == "workspace"
+
+
+async def test_foreign_origin_and_host_are_refused_even_on_a_wildcard_bind(tmp_path: Path) -> None:
+    # Bound to 0.0.0.0, where the SDK alone would switch these checks off.
+    with http_server(tmp_path, host="0.0.0.0") as base:
+        evil_origin = {**MCP_HEADERS, "Origin": "http://evil.example"}
+        assert httpx2.post(f"{base}/mcp", json=INIT, headers=evil_origin).status_code == 403
+        evil_host = {**MCP_HEADERS, "Host": "evil.example"}
+        assert httpx2.post(f"{base}/mcp", json=INIT, headers=evil_host).status_code in (403, 421)
+        local_origin = {**MCP_HEADERS, "Origin": "http://localhost:3000"}
+        assert httpx2.post(f"{base}/mcp", json=INIT, headers=local_origin).status_code == 200
+
+
+async def test_oversized_request_body_is_refused(tmp_path: Path) -> None:
+    with http_server(tmp_path, max_request_body_size=64 * 1024) as base:
+        big = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+               "params": {"name": "list_roots", "arguments": {"pad": "x" * 100_000}}}
+        r = httpx2.post(f"{base}/mcp", content=json.dumps(big), headers=MCP_HEADERS)
+        assert r.status_code == 413
+
+
+async def test_fifty_concurrent_calls_over_fifty_sessions_and_on_one(tmp_path: Path) -> None:
+    ws = tmp_path / "workspace"
+    ws.mkdir()
+    for i in range(50):
+        (ws / f"f{i}.txt").write_text(f"file {i}\n")
+    with http_server(tmp_path) as base:
+        failures: list[str] = []
+
+        async def one_session(i: int) -> None:
+            async with mcp_client(base) as c:
+                r = await c.call_tool("read_file", {"root": "workspace", "path": f"f{i}.txt"})
+                if r.is_error or not r.structured_content or r.structured_content["content"] != f"file {i}\n":
+                    failures.append(f"session {i}")
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                for i in range(50):
+                    tg.start_soon(one_session, i)
+        assert failures == []
+
+        async with mcp_client(base) as c:
+            async def on_shared(i: int) -> None:
+                r = await c.call_tool("read_file", {"root": "workspace", "path": f"f{i}.txt"})
+                if r.is_error or not r.structured_content or r.structured_content["content"] != f"file {i}\n":
+                    failures.append(f"call {i}")
+
+            with anyio.fail_after(60):
+                async with anyio.create_task_group() as tg:
+                    for i in range(50):
+                        tg.start_soon(on_shared, i)
+        assert failures == []
