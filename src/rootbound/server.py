@@ -106,9 +106,14 @@ class App:
         self.config = config
         self.roots = roots if roots is not None else open_roots(config)
         self.tools: dict[str, ToolSpec] = {t.name: t for t in all_tools(config)}
+        # Built once: generating JSON Schemas is slow, and 2026-07-28 HTTP requests consult a tool's
+        # input schema on every call (Mcp-Param header checks).
+        self._definitions = [t.definition() for t in self.tools.values()]
+        self._input_schemas = {d.name: d.input_schema for d in self._definitions}
         self.server: Server[Any] = Server(
             "rootbound", version=__version__, instructions=INSTRUCTIONS,
             on_list_tools=self._list_tools, on_call_tool=self._call_tool,
+            get_tool_input_schema=self._input_schemas.get,
         )
         self.server.middleware.append(self._roots_middleware)
 
@@ -125,7 +130,7 @@ class App:
 
     async def _list_tools(self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
                           ) -> ListToolsResult:
-        return ListToolsResult(tools=[t.definition() for t in self.tools.values()])
+        return ListToolsResult(tools=self._definitions)
 
     async def _call_tool(self, ctx: ServerRequestContext[Any], params: CallToolRequestParams) -> CallToolResult:
         roots, project_dir = None, None
