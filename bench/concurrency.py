@@ -64,9 +64,9 @@ async def measure(call: Callable[[int], Awaitable[None]]) -> dict[str, float]:
 
 
 def report(name: str, r: dict[str, float]) -> None:
-    print(f"{name:10} one-at-a-time {r['seq_tput']:7.0f} calls/s  p50 {r['seq_p50']:6.2f} ms  p99 {r['seq_p99']:6.2f} ms"
-          f" | 50 concurrent {r['con_tput']:7.0f} calls/s  p50 {r['con_p50']:6.2f} ms  p99 {r['con_p99']:6.2f} ms"
-          f" | throughput x{r['speedup']:.2f}")
+    seq = f"{r['seq_tput']:7.0f} calls/s  p50 {r['seq_p50']:6.2f} ms  p99 {r['seq_p99']:6.2f} ms"
+    con = f"{r['con_tput']:7.0f} calls/s  p50 {r['con_p50']:6.2f} ms  p99 {r['con_p99']:6.2f} ms"
+    print(f"{name:10} one-at-a-time {seq} | 50 concurrent {con} | throughput x{r['speedup']:.2f}")
 
 
 async def main() -> None:
