@@ -1,0 +1,37 @@
+# Shortcuts; the README's two quick-start commands remain the shortest path.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+IMAGE ?= rootbound:latest
+
+.PHONY: install run test lint bench docker-build docs clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+install: $(BIN)/python  ## install rootbound with the test tools into .venv
+	$(BIN)/pip install -q -e '.[test,bench]'
+
+run: install  ## serve the current directory as root "workspace" over stdio
+	$(BIN)/rootbound
+
+test: install  ## the whole test suite
+	$(BIN)/python -m pytest -q
+
+lint: install  ## ruff and mypy
+	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
+
+bench: install  ## every benchmark, each against its baseline in the same run
+	@for b in bench/*.py; do case $$b in */_*) continue;; esac; echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+docs: install  ## regenerate docs/tools.md and the config JSON Schema from the code
+	$(BIN)/rootbound tools --markdown > docs/tools.md
+	$(BIN)/python -c "import json, rootbound.config as c; print(json.dumps(c.config_json_schema(), indent=2))" \
+		> src/rootbound/config.schema.json
+
+docker-build:  ## build the container image (needs a Docker engine)
+	docker build -t $(IMAGE) .
+
+clean:
+	rm -rf $(VENV) .venv-ci build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

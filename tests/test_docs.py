@@ -1,0 +1,104 @@
+"""The copy-paste material stays true: client snippets, the Dockerfile and the compose example."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rootbound import cli
+from rootbound.config import Config
+
+REPO = Path(__file__).resolve().parent.parent
+FENCE = re.compile(r"^```(\w+) ([^\n]*client=[^\n]*)\n(.*?)^```", re.S | re.M)
+
+
+def snippets() -> list[tuple[str, dict[str, str], str]]:
+    text = (REPO / "docs" / "clients.md").read_text()
+    found = []
+    for lang, info, body in FENCE.findall(text):
+        attrs = dict(item.split("=", 1) for item in info.split())
+        found.append((lang, attrs, body))
+    return found
+
+
+def assert_valid_rootbound_args(args: list[str]) -> None:
+    """The arguments must be accepted by rootbound's own parser (argparse exits on anything unknown)."""
+    argv = list(args)
+    if not argv or argv[0] not in cli.COMMANDS:
+        argv.insert(0, "serve")
+    try:
+        parsed = cli._parser().parse_args(argv)
+    except SystemExit as exc:  # pragma: no cover - the failure message is the point
+        raise AssertionError(f"rootbound rejects {args}") from exc
+    assert parsed.command == "serve"
+
+
+def test_the_entry_point_is_the_cli() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert project["project"]["scripts"]["rootbound"] == "rootbound.cli:main"
+
+
+def test_every_client_is_covered_for_stdio() -> None:
+    clients = {(a["client"], a["transport"]) for _, a, _ in snippets()}
+    for client in ("claude-desktop", "claude-code", "cursor", "vscode", "inspector"):
+        assert (client, "stdio") in clients
+    assert {c for c, t in clients if t == "http"} >= {"claude-code", "cursor", "vscode", "inspector"}
+
+
+@pytest.mark.parametrize(("lang", "attrs", "body"), snippets(), ids=lambda v: v if isinstance(v, str) else None)
+def test_snippet_launches_rootbound_with_valid_flags(lang: str, attrs: dict[str, str], body: str) -> None:
+    if lang == "json":
+        doc = json.loads(body)
+        servers = doc.get("mcpServers") or doc.get("servers")
+        entry = servers["rootbound"]
+        if attrs["transport"] == "stdio":
+            assert entry["command"] == "rootbound"
+            assert_valid_rootbound_args(entry["args"])
+        else:
+            assert entry["url"] == "http://127.0.0.1:8091/mcp"
+            assert entry["headers"]["Authorization"].startswith("Bearer ")
+        return
+    words = shlex.split(body)
+    if attrs["transport"] == "stdio":
+        command_at = len(words) - 1 - words[::-1].index("rootbound")  # the last one: `claude mcp add NAME -- CMD`
+        args = words[command_at + 1:]
+        if "--method" in args:  # the Inspector's own CLI flags follow the server command
+            args = args[: args.index("--method")]
+        assert_valid_rootbound_args(args)
+    else:
+        assert "http://127.0.0.1:8091/mcp" in words
+
+
+def test_dockerfile_copies_what_exists_and_runs_the_entry_point() -> None:
+    text = (REPO / "Dockerfile").read_text()
+    for line in re.findall(r"^COPY (.+)$", text, re.M):
+        *sources, _dest = line.split()
+        for src in sources:
+            assert (REPO / src).exists(), f"Dockerfile copies missing {src}"
+    entrypoint = json.loads(re.search(r"^ENTRYPOINT (.+)$", text, re.M).group(1))  # type: ignore[union-attr]
+    command = json.loads(re.search(r"^CMD (.+)$", text, re.M).group(1))  # type: ignore[union-attr]
+    assert entrypoint == ["rootbound"]
+    assert_valid_rootbound_args(command)
+    assert command[command.index("--host") + 1] == "0.0.0.0"
+    assert "/health" in text and "EXPOSE 8091" in text
+    user = re.findall(r"^USER (\S+)$", text, re.M)
+    assert user and user[-1] not in ("root", "0")
+
+
+def test_compose_example_mounts_a_valid_config_and_takes_the_token_from_the_environment() -> None:
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    service = compose["services"]["rootbound"]
+    assert "ROOTBOUND_AUTH_TOKEN" in service["environment"]
+    mounts = {m.split(":")[1]: m for m in service["volumes"]}
+    config_src = mounts["/config/rootbound.yaml"].split(":")[0]
+    config = Config.model_validate(yaml.safe_load((REPO / config_src).read_text()))
+    roots = {r.name: r for r in config.roots}
+    assert mounts[roots["reference"].path].endswith(":ro")
+    assert "write_file" not in roots["reference"].allowed_tools
+    assert roots["workspace"].allowed_tools == ["*"]
