@@ -7,6 +7,7 @@ offending key and value, raised before anything listens.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -55,6 +56,24 @@ class CommandsConfig(_Strict):
     max_timeout: Annotated[int, Field(ge=1)] = 1800
     max_output_size: Annotated[int, Field(ge=1024)] = 10 * 1024 * 1024
     audit_log: str | None = None
+    max_concurrent: Annotated[int, Field(ge=1, description="Commands running at once; more wait in a queue.")] = 8
+    max_spill_size: Annotated[int, Field(ge=0, description="Bytes of a cut stream kept in its spill file "
+                                                           "(0: no spill files).")] = 256 * 1024 * 1024
+    env_passthrough: list[str] = Field(default_factory=list, description="Server environment variables (names or "
+                                       "globs) passed to commands besides PATH, HOME, USER, LANG, LC_*, TZ, TMPDIR.")
+    secret_env: list[str] = Field(default_factory=list, description="Server environment variables (names or globs) "
+                                  "never passed to commands; ROOTBOUND_AUTH_TOKEN always is one.")
+    allowed_loader_vars: list[str] = Field(default_factory=list, description="Loader variables (LD_*, DYLD_*) the "
+                                           "agent may set through env/environment; all others are refused.")
+
+    @field_validator("allowed")
+    @classmethod
+    def _programs(cls, allowed: list[str] | Literal["*"]) -> list[str] | Literal["*"]:
+        # A relative path would name a different file in every working directory.
+        for entry in allowed if isinstance(allowed, list) else []:
+            if not entry.strip() or ("/" in entry and not entry.startswith("/")):
+                raise ValueError(f"{entry!r} must be a program name (e.g. git) or an absolute path")
+        return allowed
 
     @model_validator(mode="after")
     def _timeouts(self) -> CommandsConfig:
@@ -122,7 +141,8 @@ def parse_root_flag(flag: str) -> dict[str, Any]:
     name, sep, path = flag.partition("=")
     if not sep or "/" in name:
         path = flag
-        name = Path(os.path.abspath(path)).name or "root"
+        # A folder called "My Project" becomes root "My_Project": names are what the agent types.
+        name = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(os.path.abspath(path)).name) or "root"
     return {"name": name, "path": path, "allowed_tools": ["*"]}
 
 
@@ -169,7 +189,8 @@ def load_config(
     if "ALLOWED_COMMANDS" in env:
         allowed = _split_env(env["ALLOWED_COMMANDS"])
         commands["allowed"] = "*" if allowed == ["*"] else allowed
-    if "ALLOWED_CWD_ROOTS" in env:
+    if _split_env(env.get("ALLOWED_CWD_ROOTS", "")):
+        # Seed 000: empty means unset, so an empty variable never lifts a restriction the file sets.
         commands["allowed_cwd_roots"] = _split_env(env["ALLOWED_CWD_ROOTS"])
     if env.get("ROOTBOUND_AUTH_TOKEN"):
         data["auth_token"] = env["ROOTBOUND_AUTH_TOKEN"]
@@ -206,3 +227,12 @@ def _check_root_paths(config: Config) -> None:
             raise ConfigError(f"root {root.name!r}: path is not a directory: {root.path}")
         if not os.access(root.path, os.R_OK | os.X_OK):
             raise ConfigError(f"root {root.name!r}: path is not readable: {root.path}")
+
+
+def config_json_schema() -> dict[str, Any]:
+    """The JSON Schema of the config file, from the models (shipped as `rootbound/config.schema.json`)."""
+    schema = Config.model_json_schema(mode="validation")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "rootbound configuration"
+    schema.get("properties", {}).pop("source", None)
+    return schema

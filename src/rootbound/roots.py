@@ -44,7 +44,11 @@ def split_path(path: str) -> list[str]:
         raise Denied("invalid path: contains a null byte")
     parts = [p for p in path.split("/") if p not in ("", ".")]
     for part in parts:
-        if len(os.fsencode(part)) > 255:
+        try:
+            encoded = os.fsencode(part)
+        except UnicodeEncodeError:  # a lone surrogate that no file name can hold
+            raise ToolError(f"invalid path: not valid UTF-8: {path!r}") from None
+        if len(encoded) > 255:
             raise ToolError(f"invalid path: component longer than 255 bytes in {path!r}")
     return parts
 
@@ -154,8 +158,11 @@ class Root:
 
     def lstat(self, path: str) -> os.stat_result:
         """Stat `path` without following a final symlink."""
-        if not split_path(path):
+        parts = split_path(path)
+        if not parts:
             return os.fstat(self.fd)
+        if parts[-1] == "..":  # `a/..` names a directory, never a symlink: nothing to not-follow
+            return self.stat(path)
         with self.parent(path) as (dirfd, name):
             try:
                 return os.stat(name, dir_fd=dirfd, follow_symlinks=False)

@@ -21,6 +21,7 @@ __all__ = ["TOOLS"]
 
 _CHUNK = 64 * 1024
 _BINARY_SNIFF = 8192  # seed FR-005: a NUL in the first 8 KiB means binary
+_SCAN = 1024 * 1024  # counting and skipping lines: big reads, newlines counted in C
 
 
 def printable(name: str) -> str:
@@ -145,7 +146,7 @@ def _human(n: int) -> str:
 def _count_lines(fd: int, size: int) -> int:
     lines, last, offset = 0, b"", 0
     while offset < size:
-        chunk = os.pread(fd, 1024 * 1024, offset)
+        chunk = os.pread(fd, _SCAN, offset)
         if not chunk:
             break
         lines += chunk.count(b"\n")
@@ -161,34 +162,44 @@ def _encode(data: bytes) -> tuple[str, Literal["utf-8", "base64"]]:
         return base64.b64encode(data).decode("ascii"), "base64"
 
 
+def _nth_newline(data: bytes, n: int) -> int:
+    """Index of the `n`-th (1-based) newline in `data`; the caller knows there are at least `n`."""
+    pos, block = 0, _CHUNK
+    while (here := data.count(b"\n", pos, pos + block)) < n:  # count in C, block by block
+        n -= here
+        pos += block
+    pos -= 1
+    for _ in range(n):  # a Python loop over one block at most
+        pos = data.index(b"\n", pos + 1)
+    return pos
+
+
+def _line_start(fd: int, first: int) -> int | None:
+    """Byte offset where line `first` (1-based) begins, or None when the file has fewer lines."""
+    offset, skip = 0, first - 1
+    while skip:
+        chunk = os.pread(fd, _SCAN, offset)
+        if not chunk:
+            return None
+        found = chunk.count(b"\n")
+        if found >= skip:
+            return offset + _nth_newline(chunk, skip) + 1
+        skip -= found
+        offset += len(chunk)
+    return offset
+
+
 def _read_lines(fd: int, first: int, limit: int | None, cap: int) -> tuple[bytes, bool]:
     """Lines `first`.. (1-based), at most `limit` lines and `cap` bytes; returns (data, more follows)."""
-    out = bytearray()
-    line_no, taken, offset, pending = 1, 0, 0, b""
-    while True:
-        chunk = os.pread(fd, _CHUNK, offset)
-        offset += len(chunk)
-        pending += chunk
-        while True:
-            nl = pending.find(b"\n")
-            if nl < 0 and chunk:
-                break  # need more data for this line
-            line = pending if nl < 0 else pending[: nl + 1]
-            pending = b"" if nl < 0 else pending[nl + 1:]
-            if not line:
-                return bytes(out), False
-            if line_no >= first:
-                if (limit is not None and taken >= limit) or len(out) + len(line) > cap:
-                    return bytes(out), True
-                out += line
-                taken += 1
-            line_no += 1
-            if nl < 0:
-                return bytes(out), False
-        if len(pending) > cap:  # one line longer than the cap: keep memory bounded
-            if line_no >= first:
-                return bytes(out), True
-            pending = pending[-1:]  # a line we skip: only where it ends matters
+    start = _line_start(fd, first)
+    if start is None:
+        return b"", False
+    window = os.pread(fd, cap + 1, start)  # one byte past the cap tells whether more follows
+    # Whole lines only: cut after the last newline that fits (nothing when the first line alone is too long).
+    end = len(window) if len(window) <= cap else window.rfind(b"\n", 0, cap) + 1
+    if limit is not None and window.count(b"\n", 0, end) >= limit:
+        end = _nth_newline(window, limit) + 1 if limit else 0
+    return window[:end], end < len(window)
 
 
 def read_file(ctx: CallContext, args: ReadFileArgs) -> ReadFileResult:
@@ -371,7 +382,7 @@ TOOLS = [
         "max_full_read_size bytes (1 MiB by default); otherwise read a part: by bytes with "
         "offset_bytes/limit_bytes, or by lines with offset_lines (1-based) / limit_lines - not both kinds "
         "at once. UTF-8 text comes back as is; anything else as base64 (encoding says which). binary is "
-        "true when the file starts with NUL bytes; truncated is true when more of the file follows; "
+        "true when the file's first 8 KiB hold a NUL byte; truncated is true when more of the file follows; "
         "lines_total counts the file's lines on full and line reads.",
         ReadFileArgs, ReadFileResult, read_only("Read a file"), read_file),
     ToolSpec(

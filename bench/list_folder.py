@@ -1,0 +1,70 @@
+"""list_folder on a directory of 10,000 files vs `os.scandir` + stat of every entry.
+
+    .venv/bin/python bench/list_folder.py [--entries N] [--runs N]
+
+Cases, timed in turns on a warm cache:
+- `scandir+lstat+sort` (baseline): what any lister must do at least.
+- `handler`: the tool function alone (resolve beneath the root, list, stat, build the result).
+- `server dispatch`: `App.call`, i.e. everything the server does per request: argument
+  validation, the worker thread hop, the handler, the JSON text block, the log line.
+- `MCP client call`: an in-memory MCP client's `call_tool`, protocol layer included.
+Target (issue 2): server-side under 50 ms for 10,000 entries (the seed allows 1 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from _util import checked, measure, print_table, served, verdict
+from rootbound.tools import reading
+
+
+def scandir_baseline(path: Path) -> list[tuple[str, os.stat_result]]:
+    with os.scandir(path) as it:
+        rows = [(entry.name, entry.stat(follow_symlinks=False)) for entry in it]
+    rows.sort(key=lambda row: row[0])
+    return rows
+
+
+async def main(entries: int, runs: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        big = Path(tmp) / "big"
+        big.mkdir()
+        for i in range(entries):
+            with open(big / f"file_{i:05d}.txt", "wb") as f:
+                f.write(b"x" * (i % 100))
+        async with served(Path(tmp)) as (app, client):
+            args: dict[str, Any] = {"root": "bench", "path": "big"}
+            typed = reading.PathArgs(**args)
+            ctx = app.context()
+            assert checked(await client.call_tool("list_folder", args))["count"] == entries
+
+            async def dispatch() -> None:
+                checked(await app.call("list_folder", args))
+
+            async def mcp_call() -> None:
+                checked(await client.call_tool("list_folder", args))
+
+            samples = await measure({
+                "scandir+lstat+sort": lambda: scandir_baseline(big),
+                "handler": lambda: reading.list_folder(ctx, typed),
+                "server dispatch": dispatch,
+                "MCP client call": mcp_call,
+            }, runs)
+    medians = print_table(f"list_folder, {entries:,} entries, {runs} runs", samples, "scandir+lstat+sort")
+    server_ms = medians["server dispatch"] * 1000
+    verdict("server-side < 50 ms", server_ms < 50, f"{server_ms:.1f} ms")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--entries", type=int, default=10_000)
+    parser.add_argument("--runs", type=int, default=15)
+    opts = parser.parse_args()
+    anyio.run(main, opts.entries, opts.runs)
