@@ -1,0 +1,208 @@
+"""patch_file over the real protocol: seed 003 E2E-001/022/023/024, diffs as LLMs write them, and atomicity."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Harness
+
+pytestmark = pytest.mark.anyio
+
+CODE = "".join(f"line {i}\n" for i in range(1, 61))
+
+
+async def patch(server: Harness, path: str, diff: str) -> dict[str, object]:
+    return await server.ok("patch_file", root="workspace", path=path, patch=diff)
+
+
+async def test_e2e_001_read_modify_verify(server: Harness, workspace: Path) -> None:
+    (workspace / "hello.txt").write_text("Hello World\n")
+    got = await server.ok("read_file", root="workspace", path="hello.txt")
+    assert got["content"] == "Hello World\n" and got["size"] == 12
+    result = await patch(server, "hello.txt", "--- a/hello.txt\n+++ b/hello.txt\n@@ -1 +1 @@\n-Hello World\n"
+                                              "+Hello Agent\n")
+    assert result["hunks_applied"] == 1
+    assert (await server.ok("read_file", root="workspace", path="hello.txt"))["content"] == "Hello Agent\n"
+    digest = await server.ok("hash_file", root="workspace", path="hello.txt", algorithm="sha256")
+    assert digest["hash"] == hashlib.sha256(b"Hello Agent\n").hexdigest() == result["sha256"]
+
+
+async def test_e2e_022_several_hunks(server: Harness, workspace: Path) -> None:
+    (workspace / "code.go").write_text(CODE)
+    diff = ("--- a/code.go\n+++ b/code.go\n"
+            "@@ -2,3 +2,3 @@\n line 2\n-line 3\n+LINE THREE\n line 4\n"
+            "@@ -40,3 +40,4 @@\n line 40\n+inserted\n line 41\n line 42\n")
+    got = await patch(server, "code.go", diff)
+    assert got["hunks_applied"] == 2
+    assert got["hunks"] == [{"hunk": 1, "line": 2, "offset": 0}, {"hunk": 2, "line": 40, "offset": 0}]
+    expected = CODE.replace("line 3\n", "LINE THREE\n").replace("line 41\n", "inserted\nline 41\n")
+    assert (await server.ok("read_file", root="workspace", path="code.go"))["content"] == expected
+
+
+async def test_e2e_023_mismatch_fails_atomically(server: Harness, workspace: Path) -> None:
+    (workspace / "code.go").write_text("line A\nline B\nline C\n")
+    msg = await server.err("patch_file", root="workspace", path="code.go",
+                           patch="@@ -1,3 +1,3 @@\n line A\n-line X\n+line Y\n line C\n")
+    assert msg.startswith("patch failed: hunk 1 does not match at line 2")
+    assert "'line X'" in msg and "'line B'" in msg
+    assert (workspace / "code.go").read_bytes() == b"line A\nline B\nline C\n"
+
+
+async def test_second_hunk_failing_leaves_file_byte_for_byte_unchanged(server: Harness, workspace: Path) -> None:
+    original = CODE.encode().replace(b"\n", b"\r\n", 3)  # mixed line ends, to prove nothing is normalised
+    (workspace / "f.txt").write_bytes(original)
+    before = (workspace / "f.txt").stat()
+    diff = "@@ -10 +10 @@\n-line 10\n+changed\n@@ -42 +42 @@\n-line 99\n+changed\n"
+    msg = await server.err("patch_file", root="workspace", path="f.txt", patch=diff)
+    assert msg.startswith("patch failed: hunk 2 does not match at line 42")
+    assert (workspace / "f.txt").read_bytes() == original
+    assert (workspace / "f.txt").stat().st_ino == before.st_ino  # not even rewritten
+
+
+async def test_e2e_024_patch_creates_a_new_file_and_its_parents(server: Harness, workspace: Path) -> None:
+    diff = "--- /dev/null\n+++ b/src/new_file.txt\n@@ -0,0 +1,2 @@\n+first\n+second\n"
+    got = await patch(server, "src/new_file.txt", diff)
+    assert got["created"] is True and got["hunks_applied"] == 1
+    assert (await server.ok("read_file", root="workspace", path="src/new_file.txt"))["content"] == "first\nsecond\n"
+
+
+async def test_creation_patch_refuses_to_clobber_an_existing_file(server: Harness, workspace: Path) -> None:
+    (workspace / "there.txt").write_text("precious\n")
+    msg = await server.err("patch_file", root="workspace", path="there.txt",
+                           patch="--- /dev/null\n+++ b/there.txt\n@@ -0,0 +1 @@\n+new\n")
+    assert "already exists" in msg and (workspace / "there.txt").read_text() == "precious\n"
+
+
+async def test_wrong_line_numbers_apply_at_nearest_match_and_report_offsets(server: Harness,
+                                                                            workspace: Path) -> None:
+    (workspace / "f.txt").write_text(CODE)
+    # Headers written by an LLM: both 20 lines off, and the counts are wrong too.
+    diff = "@@ -10,9 +10,2 @@\n line 30\n-line 31\n+LINE 31\n@@ -25 +25 @@\n-line 45\n+LINE 45\n"
+    got = await patch(server, "f.txt", diff)
+    assert got["hunks"] == [{"hunk": 1, "line": 30, "offset": 20}, {"hunk": 2, "line": 45, "offset": 20}]
+    text = (workspace / "f.txt").read_text()
+    assert "LINE 31\n" in text and "LINE 45\n" in text and text.count("\n") == 60
+
+
+async def test_nearest_of_several_matches_wins(server: Harness, workspace: Path) -> None:
+    (workspace / "f.txt").write_text("x\n" * 10 + "end\n" + "x\n" * 10)
+    await patch(server, "f.txt", "@@ -14 +14 @@\n-x\n+Y\n")
+    lines = (workspace / "f.txt").read_text().splitlines()
+    assert lines.index("Y") == 13  # exactly where the header said, not the first "x"
+
+
+async def test_no_newline_at_end_of_file_markers(server: Harness, workspace: Path) -> None:
+    (workspace / "a.txt").write_bytes(b"a\nb")
+    await patch(server, "a.txt", "@@ -1,2 +1,2 @@\n a\n-b\n\\ No newline at end of file\n+c\n")
+    assert (workspace / "a.txt").read_bytes() == b"a\nc\n"
+    await patch(server, "a.txt", "@@ -1,2 +1,2 @@\n a\n-c\n+d\n\\ No newline at end of file\n")
+    assert (workspace / "a.txt").read_bytes() == b"a\nd"
+    # No marker at all: the file keeps having no final newline.
+    await patch(server, "a.txt", "@@ -2 +2,2 @@\n-d\n+e\n+f\n")
+    assert (workspace / "a.txt").read_bytes() == b"a\ne\nf"
+
+
+async def test_crlf_file_keeps_its_line_endings(server: Harness, workspace: Path) -> None:
+    (workspace / "w.txt").write_bytes(b"one\r\ntwo\r\nthree\r\n")
+    await patch(server, "w.txt", "@@ -1,3 +1,4 @@\n one\n-two\n+TWO\n+2.5\n three\n")
+    assert (workspace / "w.txt").read_bytes() == b"one\r\nTWO\r\n2.5\r\nthree\r\n"
+
+
+async def test_blank_context_line_without_its_space(server: Harness, workspace: Path) -> None:
+    (workspace / "p.py").write_text("def f():\n\n    return 1\n")
+    await patch(server, "p.py", "@@ -1,3 +1,3 @@\n def f():\n\n-    return 1\n+    return 2\n")
+    assert (workspace / "p.py").read_text() == "def f():\n\n    return 2\n"
+
+
+async def test_hunk_header_without_line_numbers(server: Harness, workspace: Path) -> None:
+    (workspace / "f.txt").write_text(CODE)
+    got = await patch(server, "f.txt", "@@\n line 7\n-line 8\n+eight\n")
+    assert got["hunks"] == [{"hunk": 1, "line": 7}]
+    assert "eight\n" in (workspace / "f.txt").read_text()
+
+
+async def test_removing_a_line_that_starts_with_dashes(server: Harness, workspace: Path) -> None:
+    (workspace / "q.sql").write_text("-- comment\nSELECT 1;\n")
+    await patch(server, "q.sql", "--- a/q.sql\n+++ b/q.sql\n@@ -1,2 +1,2 @@\n--- comment\n+++ note\n SELECT 1;\n")
+    assert (workspace / "q.sql").read_text() == "++ note\nSELECT 1;\n"
+
+
+# -- which file a diff is for ---------------------------------------------------------------------
+
+
+MULTI = ("diff --git a/one.txt b/one.txt\n--- a/one.txt\n+++ b/one.txt\n@@ -1 +1 @@\n-1\n+ONE\n"
+         "diff --git a/two.txt b/two.txt\n--- a/two.txt\n+++ b/two.txt\n@@ -1 +1 @@\n-2\n+TWO\n")
+
+
+async def test_single_file_diff_applies_to_path_whatever_its_header_says(server: Harness,
+                                                                         workspace: Path) -> None:
+    (workspace / "real.txt").write_text("x\n")
+    await patch(server, "real.txt", "--- a/other_name.txt\n+++ b/other_name.txt\n@@ -1 +1 @@\n-x\n+y\n")
+    assert (workspace / "real.txt").read_text() == "y\n" and not (workspace / "other_name.txt").exists()
+
+
+async def test_multi_file_diff_uses_the_section_named_by_path(server: Harness, workspace: Path) -> None:
+    (workspace / "one.txt").write_text("1\n")
+    (workspace / "two.txt").write_text("2\n")
+    await patch(server, "two.txt", MULTI)
+    assert (workspace / "two.txt").read_text() == "TWO\n" and (workspace / "one.txt").read_text() == "1\n"
+
+
+async def test_multi_file_diff_not_naming_path_is_refused(server: Harness, workspace: Path) -> None:
+    (workspace / "three.txt").write_text("3\n")
+    msg = await server.err("patch_file", root="workspace", path="three.txt", patch=MULTI)
+    assert "does not name three.txt" in msg and (workspace / "three.txt").read_text() == "3\n"
+
+
+# -- malformed patches ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("diff", "words"), [
+    ("just some text\n", "no hunks found"),
+    ("@@ -1,2 +1,2 @@\n", "has no lines"),
+    ("@@ -one +1 @@\n-a\n+b\n", "not a valid hunk header"),
+    ("@@ -1 +1 @@\n-a\n+b\n-stray\n+lines\nexplanation\n extra\n", None),  # ok: lines beyond count still a hunk
+    ("@@ -1 +1 @@\n-a\n+b\nsome prose\n-orphan\n", "outside any hunk"),
+    ("diff --git a/x b/x\nBinary files a/x and b/x differ\n", "binary"),
+    ("--- a/f.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-a\n", "use remove_file"),
+])
+async def test_malformed_patches_change_nothing(server: Harness, workspace: Path, diff: str,
+                                                words: str | None) -> None:
+    (workspace / "f.txt").write_text("a\n")
+    result = await server.call("patch_file", root="workspace", path="f.txt", patch=diff)
+    text = result.content[0].text if result.content and result.content[0].type == "text" else ""
+    assert result.is_error, text
+    if words:
+        assert words in text
+    assert (workspace / "f.txt").read_text() == "a\n"
+
+
+# -- guard rails ----------------------------------------------------------------------------------
+
+
+async def test_patch_expected_sha256(server: Harness, workspace: Path) -> None:
+    (workspace / "f.txt").write_text("a\n")
+    diff = "@@ -1 +1 @@\n-a\n+b\n"
+    msg = await server.err("patch_file", root="workspace", path="f.txt", patch=diff, expected_sha256="0" * 64)
+    assert hashlib.sha256(b"a\n").hexdigest() in msg and (workspace / "f.txt").read_text() == "a\n"
+    got = await server.ok("patch_file", root="workspace", path="f.txt", patch=diff,
+                          expected_sha256=hashlib.sha256(b"a\n").hexdigest())
+    assert got["sha256"] == hashlib.sha256(b"b\n").hexdigest()
+
+
+async def test_patch_keeps_mode_and_refuses_directories(server: Harness, workspace: Path) -> None:
+    (workspace / "run.sh").write_text("echo a\n")
+    (workspace / "run.sh").chmod(0o755)
+    await patch(server, "run.sh", "@@ -1 +1 @@\n-echo a\n+echo b\n")
+    assert (workspace / "run.sh").stat().st_mode & 0o777 == 0o755
+    (workspace / "d").mkdir()
+    assert "directory" in await server.err("patch_file", root="workspace", path="d", patch="@@ -0,0 +1 @@\n+x\n")
+
+
+async def test_failed_creation_patch_leaves_no_parent_folders(server: Harness, workspace: Path) -> None:
+    msg = await server.err("patch_file", root="workspace", path="new/dir/f.txt", patch="@@ -1 +1 @@\n-a\n+b\n")
+    assert msg.startswith("patch failed: hunk 1 does not match at line 1")
+    assert not (workspace / "new").exists()
