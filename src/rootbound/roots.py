@@ -97,18 +97,31 @@ class Root:
             raise self.os_error(exc, path) from None
 
     def open_file(self, path: str) -> tuple[int, os.stat_result]:
-        """Open a regular file for reading: FIFOs, sockets and devices are refused without blocking."""
-        fd = self.open(path, _READ_FLAGS)
+        """Open a regular file for reading; FIFOs, sockets and devices are refused without being opened.
+
+        The path is first opened with O_PATH (no read access, so opening a device has no side
+        effect and a FIFO cannot block), checked with fstat, and only then reopened for reading
+        through the descriptor itself, so the file checked is the file read.
+        """
+        probe = self.open(path, os.O_PATH)
         try:
-            st = os.fstat(fd)
+            st = os.fstat(probe)
             if stat.S_ISDIR(st.st_mode):
                 raise ToolError(f"path is a directory, not a file: {path}")
             if not stat.S_ISREG(st.st_mode):
                 raise ToolError(f"not a regular file: {path} is a {file_type(st.st_mode)}")
-            os.set_blocking(fd, True)
-        except BaseException:
+            try:
+                fd = os.open(f"/proc/self/fd/{probe}", os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:  # no /proc (some containers): a non-blocking open is the next best
+                fd = self.open(path, _READ_FLAGS)
+                os.set_blocking(fd, True)
+            except OSError as exc:
+                raise self.os_error(exc, path) from None
+        finally:
+            os.close(probe)
+        if not os.path.samestat(os.fstat(fd), st):  # only possible on the fallback path
             os.close(fd)
-            raise
+            raise ToolError(f"file changed while being opened: {path}; try again")
         return fd, st
 
     def open_dir(self, path: str) -> int:
