@@ -140,3 +140,13 @@ async def test_a_client_that_never_answers_cannot_hang_a_call(
     with anyio.fail_after(5):
         assert list(await root_names(h)) == ["workspace"]
         assert list(await root_names(h)) == ["workspace"]  # the failure is remembered: no second wait
+
+
+async def test_relative_command_cwd_resolves_against_the_first_client_root(
+        make_server: MakeServer, workspace: Path, project: Path) -> None:
+    other = workspace / "other"
+    other.mkdir()
+    h = await make_server(mode="legacy", roots_client=RootsClient(uri(project), uri(other)),
+                          commands={"allowed": ["pwd"]})
+    got = await h.ok("execute_command", command="pwd", cwd=".")
+    assert got["stdout"].strip() == str(project)

@@ -39,12 +39,14 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="HTTP port (default 8091)")
     check = sub.add_parser("check", help="validate the configuration and print what the agent will be able to do")
     _common(check)
+    check.add_argument("--json", action="store_true", help="print the resolved policy as JSON")
     call = sub.add_parser("call", help="run one tool in-process and print its result")
     call.add_argument("tool", help="tool name, e.g. read_file")
     call.add_argument("arguments", nargs="?", default="{}", help="tool arguments as a JSON object")
     _common(call)
     tools = sub.add_parser("tools", help="list the tools this configuration exposes")
     _common(tools)
+    tools.add_argument("--markdown", action="store_true", help="print the full tool reference as Markdown")
     return parser
 
 
@@ -69,6 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rootbound: configuration error: {exc}", file=sys.stderr)
         return 1
 
+    from rootbound import summary
     from rootbound.server import App, run  # imports the MCP SDK (~0.7 s): only when needed
 
     try:
@@ -81,32 +84,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         if args.command == "check":
-            return _check(app)
+            data = summary.policy(app)
+            print(json.dumps(data, indent=2) if args.json else summary.render_policy(data))
+            return 1 if summary.problems(data) else 0
         if args.command == "tools":
+            if args.markdown:
+                print(summary.tools_markdown(app), end="")
+                return 0
             for spec in app.tools.values():
                 print(f"{spec.name:18} {spec.title}")
             return 0
         return _call(app, args.tool, args.arguments)
     finally:
         app.close()
-
-
-def _check(app: Any) -> int:
-    config: Config = app.config
-    print(f"configuration: {config.source}")
-    print(f"roots ({len(config.roots)}):")
-    width = max(len(r.name) for r in config.roots)
-    for rc in config.roots:
-        root = app.roots[rc.name]
-        tools = "all file tools" if "*" in rc.allowed_tools else ", ".join(sorted(root.allowed_tools)) or "none"
-        print(f"  {rc.name:{width}}  {root.real_path}")
-        print(f"  {'':{width}}  tools: {tools}")
-    print(f"max_full_read_size: {config.max_full_read_size} bytes")
-    print(f"http: {config.host}:{config.port}/mcp (health: /health), auth token: "
-          f"{'set' if config.auth_token else 'none'}")
-    print(f"tools exposed: {', '.join(app.tools)}")
-    print("ok")
-    return 0
 
 
 def _call(app: Any, tool: str, raw: str) -> int:

@@ -28,6 +28,7 @@ from urllib.parse import unquote, urlsplit
 import anyio
 
 from rootbound.beneath import open_beneath
+from rootbound.execution.spill import find_spill_root
 from rootbound.logs import log
 from rootbound.roots import Root, RootSet
 
@@ -139,7 +140,10 @@ def build_client_roots(policy: Policy, operator: RootSet, roots: Iterable[tuple[
         root = _open_within(operator, name, real, state) if policy == "within" else _open_replace(name, real, state)
         if root is not None:
             accepted.append(root)
+    spill = find_spill_root(operator)
+    if accepted and spill is not None:
+        accepted.append(spill)  # the server's own command-output root stays reachable
     state.roots = RootSet(accepted) if accepted else None
     state.project_dir = accepted[0].real_path if accepted else None
     state.answered = True
-    log.info("client roots", extra={"roots": [r.name for r in accepted], "policy": policy})
+    log.info("client roots", extra={"roots": [r.name for r in accepted if r is not spill], "policy": policy})

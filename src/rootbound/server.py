@@ -48,6 +48,8 @@ from starlette.routing import Route
 from rootbound import __version__
 from rootbound.client_roots import ClientRootsState, build_client_roots
 from rootbound.config import Config
+from rootbound.execution import groups
+from rootbound.execution.spill import SpillRoot, close_spill_root, find_spill_root, open_spill_root
 from rootbound.logs import log
 from rootbound.roots import Root, RootSet
 from rootbound.tools import all_tools
@@ -105,6 +107,12 @@ class App:
     def __init__(self, config: Config, roots: RootSet | None = None) -> None:
         self.config = config
         self.roots = roots if roots is not None else open_roots(config)
+        # Commands whose output had to be cut keep the whole of it in a spill file, served read-only
+        # as one more root (`command-output`) so the agent can page through it with read_file.
+        self.spill: SpillRoot | None = None
+        if config.commands.allowed and find_spill_root(self.roots) is None:
+            self.spill = open_spill_root(self.roots)
+            self.roots = RootSet([*self.roots.values(), self.spill])
         self.tools: dict[str, ToolSpec] = {t.name: t for t in all_tools(config)}
         # Built once: generating JSON Schemas is slow, and 2026-07-28 HTTP requests consult a tool's
         # input schema on every call (Mcp-Param header checks).
@@ -228,7 +236,12 @@ class App:
         await server.serve()
 
     def close(self) -> None:
-        self.roots.close()
+        groups.kill_all()  # no command outlives the server
+        for root in self.roots.values():
+            if root is self.spill:
+                close_spill_root(root)
+            else:
+                root.close()
 
 
 def _is_wildcard(host: str) -> bool:

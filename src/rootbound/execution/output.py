@@ -1,0 +1,134 @@
+"""Bounded capture of one output stream: the head and the tail in memory, everything else in a spill file.
+
+A stream of any size costs at most `limit` bytes of memory. When it outgrows the
+limit, the result keeps its first and last halves joined by a marker that says
+how much was cut and where the whole output is; bytes that are not UTF-8 are
+shown as U+FFFD, never an error.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rootbound.execution.spill import SpillFile, SpillInfo
+
+__all__ = ["Capture", "StreamResult"]
+
+_MAX_LINE = 2000  # a progress line longer than this is cut (output without newlines must not grow a buffer)
+_RECENT = 10  # lines per chunk passed on for progress; a throttled notification shows only recent ones anyway
+
+# (stream, number of new lines, the last few of them)
+LinesCallback = Callable[[str, int, list[str]], None]
+
+
+@dataclass
+class StreamResult:
+    text: str
+    total_bytes: int
+    truncated: bool
+    spill: SpillInfo | None
+
+
+def _head_cut(data: bytes) -> bytes:
+    """Drop an incomplete UTF-8 sequence at the end, so the cut does not make a replacement character."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte < 0x80:
+            return data
+        if byte >= 0xC0:  # a lead byte: complete only if the sequence fits
+            need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return data if back >= need else data[:-back]
+    return data
+
+
+def _tail_cut(data: bytes) -> bytes:
+    """Drop UTF-8 continuation bytes at the start (the rest of a character cut off in front)."""
+    skip = 0
+    while skip < min(3, len(data)) and 0x80 <= data[skip] < 0xC0:
+        skip += 1
+    return data[skip:]
+
+
+class Capture:
+    def __init__(self, stream: str, limit: int, open_spill: Callable[[str], SpillFile | None] | None = None,
+                 on_lines: LinesCallback | None = None) -> None:
+        self.stream = stream
+        self.head_limit = limit // 2
+        self.tail_limit = limit - self.head_limit
+        self.head = bytearray()
+        self.tail: deque[bytes] = deque()
+        self.tail_len = 0
+        self.total = 0
+        self.open_spill = open_spill
+        self.spill: SpillFile | None = None
+        self.on_lines = on_lines
+        self.partial = b""
+
+    def feed(self, data: bytes) -> None:
+        if self.on_lines is not None:
+            self._lines(data)
+        if self.spill is None and self.open_spill is not None and self.total + len(data) > self.head_limit + \
+                self.tail_limit:
+            self.spill = self.open_spill(self.stream)
+            self.open_spill = None
+            if self.spill is not None:
+                self.spill.write(bytes(self.head))
+                for chunk in self.tail:
+                    self.spill.write(chunk)
+        if self.spill is not None:
+            self.spill.write(data)
+        self.total += len(data)
+        room = self.head_limit - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail.append(data)
+            self.tail_len += len(data)
+            while self.tail_len > self.tail_limit:
+                excess = self.tail_len - self.tail_limit
+                first = self.tail[0]
+                if len(first) <= excess:
+                    self.tail.popleft()
+                    self.tail_len -= len(first)
+                else:
+                    self.tail[0] = first[excess:]
+                    self.tail_len -= excess
+
+    def _lines(self, data: bytes) -> None:
+        """Pass on the count of new lines and the last few of them (progress shows recent lines, not all)."""
+        assert self.on_lines is not None
+        count = data.count(b"\n")
+        if not count:
+            self.partial = (self.partial + data)[-_MAX_LINE:]
+            return
+        parts = (self.partial + data).rsplit(b"\n", _RECENT)
+        self.partial = parts.pop()[-_MAX_LINE:]
+        if count > _RECENT:
+            parts = parts[1:]  # the first part holds every earlier line at once
+        self.on_lines(self.stream, count, [p[:_MAX_LINE].decode("utf-8", "replace") for p in parts])
+
+    def finish(self) -> StreamResult:
+        if self.on_lines is not None and self.partial:
+            self.on_lines(self.stream, 1, [self.partial.decode("utf-8", "replace")])
+            self.partial = b""
+        tail = b"".join(self.tail)
+        kept = len(self.head) + len(tail)
+        if self.spill is not None:
+            self.spill.close()
+        if kept == self.total:
+            return StreamResult(bytes(self.head + tail).decode("utf-8", "replace"), self.total, False, None)
+        info = self.spill.info() if self.spill is not None else None
+        cut = self.total - kept
+        if info is not None:
+            whole = "the whole output" if info.complete else f"the first {info.size} bytes"
+            where = (f"{whole} is in root {info.root!r}, path {info.path!r}: page through it with read_file "
+                     "(offset_bytes/limit_bytes or offset_lines/limit_lines)")
+        else:
+            where = "the full output was not kept"
+        marker = f"\n[... {cut} bytes of {self.stream} cut here ({self.total} in all); {where} ...]\n"
+        text = _head_cut(bytes(self.head)).decode("utf-8", "replace") + marker + \
+            _tail_cut(tail).decode("utf-8", "replace")
+        return StreamResult(text, self.total, True, info)

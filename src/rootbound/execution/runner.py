@@ -1,0 +1,166 @@
+"""Run one program to completion under the rules: own process group, no stdin, bounded output, bounded time.
+
+* stdin is /dev/null, so an interactive program reads EOF instead of waiting forever;
+* stdout and stderr are read concurrently into `Capture`s (head + tail + spill);
+* on timeout the whole group gets SIGTERM, then SIGKILL after a short grace;
+* when the program has exited but something it started still holds a pipe open
+  (a daemonized grandchild), the drain is bounded: the group is killed, and
+  stragglers that left it are swept by their command id;
+* whatever way the call ends (normal exit, timeout, the client's cancellation,
+  server shutdown), nothing of the command's process group outlives it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import anyio
+import anyio.to_thread
+
+from rootbound.execution import groups
+from rootbound.execution.environment import COMMAND_ID_VAR
+from rootbound.execution.launch import Launch
+from rootbound.execution.output import Capture, StreamResult
+from rootbound.execution.progress import ProgressFeed
+from rootbound.execution.spill import SpillFile
+
+__all__ = ["DRAIN_SECONDS", "RunResult", "SpawnError", "run"]
+
+DRAIN_SECONDS = 1.0  # how long output may stay open after the program exited
+_READ_SIZE = 1 << 20
+
+
+class SpawnError(Exception):
+    """The program could not be started (not found, not executable, bad format)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.errno = code
+        self.message = message
+
+
+@dataclass
+class RunResult:
+    exit_code: int | None  # None when a signal ended it
+    signal: str | None
+    timed_out: bool
+    duration_ms: float
+    stdout: StreamResult
+    stderr: StreamResult
+    held_open: bool  # the program exited but its output stayed open: stragglers were killed
+
+    @property
+    def truncated(self) -> bool:
+        return self.stdout.truncated or self.stderr.truncated
+
+
+async def _read(reader: asyncio.StreamReader | None, capture: Capture) -> None:
+    if reader is None:
+        return
+    while chunk := await reader.read(_READ_SIZE):
+        capture.feed(chunk)
+
+
+class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """Tells when the process has exited. (`Process.wait()` in Python 3.11 also waits for every pipe to
+    close, which a daemonized grandchild can put off forever.)"""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=1 << 16, loop=loop)
+        self.exited = asyncio.Event()
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        self.exited.set()
+
+
+@dataclass
+class _Child:
+    proc: asyncio.subprocess.Process
+    transport: asyncio.SubprocessTransport
+    protocol: _Protocol
+
+
+async def _spawn(launch: Launch) -> _Child:
+    loop = asyncio.get_running_loop()
+    try:
+        transport, protocol = await loop.subprocess_exec(
+            lambda: _Protocol(loop), launch.argv[0], *launch.argv[1:], executable=launch.executable,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            cwd=f"/proc/self/fd/{launch.cwd_fd}", env=dict(launch.env),
+            start_new_session=True, close_fds=True,
+        )
+    except OSError as exc:
+        code = exc.errno or errno.EIO
+        raise SpawnError(code, exc.strerror or str(exc)) from None
+    return _Child(asyncio.subprocess.Process(transport, protocol, loop), transport, protocol)
+
+
+async def _cleanup(child: _Child, command_id: str, abnormal: bool) -> None:
+    """Leave nothing running: the group (if any member is left), stragglers after abnormal ends, the pipes."""
+    pgid = child.proc.pid
+    try:
+        with anyio.CancelScope(shield=True):
+            if groups.live_members(pgid):
+                await groups.terminate_group(pgid)
+            if abnormal:
+                await anyio.to_thread.run_sync(groups.sweep, COMMAND_ID_VAR, command_id)
+            with anyio.move_on_after(groups.KILL_GRACE):
+                await child.protocol.exited.wait()
+    finally:
+        groups.unregister(pgid)
+        # Kills the leader if it is somehow still there, and closes our pipe ends even if a straggler holds theirs.
+        child.transport.close()
+
+
+async def run(launch: Launch, *, timeout: float, max_output: int, command_id: str,
+              open_spill: Callable[[str], SpillFile | None] | None = None,
+              progress: ProgressFeed | None = None) -> RunResult:
+    on_lines = progress.add if progress is not None else None
+    out = Capture("stdout", max_output, open_spill, on_lines)
+    err = Capture("stderr", max_output, open_spill, on_lines)
+    start = time.perf_counter()
+    child = await _spawn(launch)
+    proc = child.proc
+    groups.register(proc.pid)
+    readers = [asyncio.ensure_future(_read(proc.stdout, out)), asyncio.ensure_future(_read(proc.stderr, err))]
+    pump = asyncio.ensure_future(progress.pump()) if progress is not None else None
+    waiter = asyncio.ensure_future(child.protocol.exited.wait())
+    timed_out = held_open = False
+    abnormal = True
+    try:
+        done, _ = await asyncio.wait({waiter}, timeout=timeout)
+        if not done:
+            timed_out = True
+            await groups.terminate_group(proc.pid)
+        _, pending = await asyncio.wait(readers, timeout=DRAIN_SECONDS)
+        if pending:
+            held_open = True
+            await groups.terminate_group(proc.pid)
+            await anyio.to_thread.run_sync(groups.sweep, COMMAND_ID_VAR, command_id)
+            await asyncio.wait(pending, timeout=0.5)
+        abnormal = timed_out or held_open
+    finally:
+        for task in (*readers, waiter, *((pump,) if pump else ())):
+            task.cancel()
+        await _cleanup(child, command_id, abnormal)
+    stdout, stderr = out.finish(), err.finish()
+    if progress is not None:
+        with anyio.move_on_after(0.5):  # the last lines, unless the client is too slow to take them
+            await progress.flush()
+    code = child.transport.get_returncode()
+    sig = None
+    if code is not None and code < 0:
+        try:
+            sig = signal.Signals(-code).name
+        except ValueError:
+            sig = f"signal {-code}"
+        code = None
+    duration = (time.perf_counter() - start) * 1000
+    return RunResult(code, sig, timed_out, duration, stdout, stderr, held_open)

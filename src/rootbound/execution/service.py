@@ -1,0 +1,185 @@
+"""One command request from check to result: policy, working directory, environment, queue, run, audit.
+
+Everything that can refuse a request does so before anything is spawned, and
+every request, run or refused, leaves one audit line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import time
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from rootbound.config import Config
+from rootbound.errors import Denied, ToolError
+from rootbound.execution.audit import write_audit
+from rootbound.execution.environment import build_env, check_assignment
+from rootbound.execution.launch import UNCONFINED, Launch, Launcher
+from rootbound.execution.policy import CommandPolicy, policy_for
+from rootbound.execution.progress import ProgressFeed, Send
+from rootbound.execution.runner import RunResult, SpawnError, run
+from rootbound.execution.script import analyze
+from rootbound.execution.spill import SpillFile, find_spill_root, new_command_id
+from rootbound.execution.words import CommandSyntaxError, OperatorError, split_command
+from rootbound.execution.workdir import WorkDir, open_workdir
+from rootbound.roots import Root
+
+__all__ = ["ENOENT_HINT", "SHELL", "CommandRequest", "Outcome", "execute"]
+
+SHELL = "/bin/sh"
+ENOENT_HINT = ("Note: This tool does not support interactive commands. Ensure the command is non-interactive and the "
+               "executable exists.")
+
+
+@dataclass(frozen=True)
+class CommandRequest:
+    tool: str
+    command: str
+    shell: bool  # True: `/bin/sh -c command`; False: split into argv and run directly
+    cwd: str | None = None
+    root: str | None = None
+    timeout: int | None = None
+    env: Mapping[str, str] | None = None
+
+
+@dataclass
+class Outcome:
+    result: RunResult
+    working_directory: str
+    timeout: int
+
+
+_limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, asyncio.Semaphore]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _limiter(size: int) -> asyncio.Semaphore:
+    """The queue for this server's commands (one per event loop: semaphores are bound to one)."""
+    per_loop = _limiters.setdefault(asyncio.get_running_loop(), {})
+    return per_loop.setdefault(size, asyncio.Semaphore(size))
+
+
+def _operator_message(op: str) -> str:
+    return (f"execute_command runs one program directly, without a shell, so the shell operator {op!r} cannot be "
+            "used. Nothing was run. Use the shell tool for pipelines, redirections, command lists and substitutions; "
+            "pass the working directory as cwd instead of using 'cd'; quote the character to pass it literally.")
+
+
+def _argv(request: CommandRequest) -> list[str]:
+    try:
+        return split_command(request.command)
+    except OperatorError as exc:
+        raise Denied(_operator_message(exc.operator)) from None
+    except CommandSyntaxError as exc:
+        raise ToolError(f"cannot read the command: {exc}; nothing was run") from None
+
+
+def _program(policy: CommandPolicy, token: str, cwd: str, path_env: str) -> str:
+    decision = policy.decide(token, cwd, path_env)
+    if not decision.allowed:
+        hint = " ('cd' is not a program: pass the directory as cwd)" if token == "cd" else ""
+        raise Denied(decision.reason + hint)
+    if decision.executable is None or not os.path.exists(decision.executable):
+        raise ToolError(f"command not found: {token}. {ENOENT_HINT}")
+    return decision.executable
+
+
+def _check_script(policy: CommandPolicy, config: Config, script: str, cwd: str) -> None:
+    if not policy.restricted and not policy.blocked:
+        return
+
+    def refuse_var(name: str) -> str | None:
+        return check_assignment(name, config.commands, True)
+
+    report = analyze(script, strict=policy.restricted, refuse_var=refuse_var)
+    for cmd in report.commands:
+        if policy.restricted and not cmd.builtin:
+            if "/" in cmd.name and not cmd.name.startswith("/") and report.changes_directory:
+                raise Denied(f"command {cmd.name} is a relative path in a script that changes directory, so the "
+                             "file it names cannot be known in advance; use an absolute path. Nothing was run")
+            decision = policy.decide(cmd.name, cwd)
+            if not decision.allowed:
+                raise Denied(f"{decision.reason} (in the shell script). Nothing was run")
+        pattern = policy.blocked_by(cmd.words)
+        if pattern is not None:
+            raise Denied(f"command blocked by the server's policy (pattern {pattern!r}): "
+                         f"{' '.join(w if w is not None else '…' for w in cmd.words)}. Nothing was run")
+
+
+def _spill_opener(roots: Mapping[str, Root], command_id: str, limit: int
+                  ) -> Callable[[str], SpillFile | None] | None:
+    spill_root = find_spill_root(roots)
+    if spill_root is None or limit <= 0:
+        return None
+
+    def open_spill(stream: str) -> SpillFile | None:
+        try:
+            return SpillFile(spill_root, command_id, stream, limit)
+        except OSError:
+            return None
+
+    return open_spill
+
+
+async def execute(request: CommandRequest, *, config: Config, roots: Mapping[str, Root], project_dir: str,
+                  progress: Send | None = None, launcher: Launcher = UNCONFINED) -> Outcome:
+    """Check and run one command; raise `ToolError`/`Denied` (nothing run) or return what happened."""
+    policy = policy_for(config.commands)
+    command_id = new_command_id()
+    record: dict[str, Any] = {"tool": request.tool, "command": request.command, "root": request.root,
+                              "cwd": request.cwd, "command_id": command_id,
+                              "env_names": sorted(request.env) if request.env else None}
+    start = time.perf_counter()
+    try:
+        argv = [SHELL, "-c", request.command] if request.shell else _argv(request)
+        if request.shell and "\x00" in request.command:
+            raise ToolError("the command contains a null byte; nothing was run")
+        workdir: WorkDir = open_workdir(roots, project_dir, request.cwd, request.root,
+                                        config.commands.allowed_cwd_roots)
+        try:
+            record["cwd"] = workdir.path
+            env = build_env(policy, request.env, workdir.path, command_id)
+            if request.shell:
+                _check_script(policy, config, request.command, workdir.path)
+                executable = SHELL
+            else:
+                executable = _program(policy, argv[0], workdir.path, env["PATH"])
+                pattern = policy.blocked_by(argv)
+                if pattern is not None:
+                    raise Denied(f"command blocked by the server's policy (pattern {pattern!r}); nothing was run")
+            timeout = min(request.timeout or config.commands.default_timeout, config.commands.max_timeout)
+            launch = launcher.wrap(Launch(executable, argv, workdir.fd, workdir.path, env))
+            queued = time.perf_counter()
+            async with _limiter(config.commands.max_concurrent):
+                record["queued_ms"] = round((time.perf_counter() - queued) * 1000, 2)
+                result = await run(launch, timeout=timeout, max_output=config.commands.max_output_size,
+                                   command_id=command_id,
+                                   open_spill=_spill_opener(roots, command_id, config.commands.max_spill_size),
+                                   progress=ProgressFeed(progress) if progress is not None else None)
+            record.update(decision="allowed", outcome="timed_out" if result.timed_out else "exited",
+                          exit_code=result.exit_code, signal=result.signal, stdout_bytes=result.stdout.total_bytes,
+                          stderr_bytes=result.stderr.total_bytes, truncated=result.truncated)
+        finally:
+            workdir.close()
+    except SpawnError as exc:
+        record.update(decision="error", reason=exc.message)
+        if exc.errno == errno.ENOENT:
+            raise ToolError(f"command not found: {argv[0]}. {ENOENT_HINT}") from None
+        raise ToolError(f"cannot start {argv[0]}: {exc.message}") from None
+    except ToolError as exc:
+        record.update(decision="denied" if isinstance(exc, Denied) else "error", reason=exc.message)
+        raise
+    except anyio.get_cancelled_exc_class():
+        record.update(decision="allowed", outcome="cancelled")
+        raise
+    finally:
+        record["duration_ms"] = round((time.perf_counter() - start) * 1000, 2)
+        write_audit(record, config.commands.audit_log)
+    return Outcome(result, workdir.shown, timeout)

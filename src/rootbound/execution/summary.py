@@ -1,0 +1,75 @@
+"""The effective command policy in words, for `rootbound check`: what may run, where, how; and what is not enforced."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from rootbound.config import Config
+from rootbound.errors import ToolError
+from rootbound.execution.environment import ALWAYS_SECRET, BASE_PASSTHROUGH
+from rootbound.execution.groups import KILL_GRACE
+from rootbound.execution.launch import UNCONFINED, Launcher
+from rootbound.execution.policy import policy_for
+from rootbound.execution.runner import DRAIN_SECONDS
+from rootbound.execution.service import SHELL
+from rootbound.execution.workdir import cwd_roots
+
+__all__ = ["describe_commands"]
+
+# Allowed programs that can start any other program from their arguments or configuration.
+_RUNNERS = frozenset({
+    "sh", "bash", "dash", "zsh", "env", "xargs", "find", "awk", "gawk", "sed", "perl", "python", "python3", "node",
+    "npm", "npx", "make", "git", "tar", "vim", "vi", "less", "man", "ssh", "timeout", "nohup", "nice", "setsid",
+    "stdbuf", "sudo", "busybox", "watch", "flock", "strace", "gdb", "zip", "sort", "rsync", "docker",
+})
+
+
+def describe_commands(config: Config, launcher: Launcher = UNCONFINED) -> tuple[list[str], list[str]]:
+    """(lines to print, configuration problems). No problems and no lines when commands are off."""
+    c = config.commands
+    if not c.allowed:
+        return ["commands: off (no program allowed; execute_command and shell are not listed)"], []
+    policy = policy_for(c)
+    problems: list[str] = []
+    lines = ["commands: execute_command and shell are listed"]
+    if policy.any:
+        lines.append("  programs: any (*); the shell tool's scripts are not checked")
+    else:
+        shown = []
+        for name in sorted(policy.names):
+            found = shutil.which(name, path=policy.path_env)
+            shown.append(f"{name} -> {found}" if found else f"{name} -> NOT FOUND on PATH")
+        shown += [p.path if os.path.exists(p.path) else f"{p.path} (does not exist)" for p in policy.paths]
+        lines.append(f"  programs: {'; '.join(shown)}")
+        lines.append(f"  shell scripts: checked (POSIX sh subset; file redirections refused) and run by {SHELL}")
+        risky = sorted(n for n in policy.names | {p.base for p in policy.paths} if n in _RUNNERS)
+        if risky:
+            lines.append(f"  warning: {', '.join(risky)} can run arbitrary other programs from their arguments or "
+                         "configuration; the allowlist cannot stop that")
+    lines.append(f"  blocked patterns: {', '.join(repr(p) for p, _ in policy.blocked) or 'none'} "
+                 "(a tripwire, not a fence)")
+    if c.allowed_cwd_roots:
+        try:
+            lines.append(f"  working directories: under {', '.join(cwd_roots(c.allowed_cwd_roots))}")
+        except ToolError as exc:
+            problems.append(exc.message)
+            lines.append("  working directories: CONFIGURATION ERROR (every command request is refused)")
+    else:
+        lines.append("  working directories: any existing directory (ALLOWED_CWD_ROOTS unset); relative ones from "
+                     f"the project directory ({config.project_dir or 'the server working directory'})")
+    passed = [*BASE_PASSTHROUGH, *c.env_passthrough]
+    never = [*ALWAYS_SECRET, *c.secret_env]
+    lines.append(f"  environment: PATH={policy.path_env}; passes {', '.join(passed)}; never {', '.join(never)}; "
+                 f"loader variables allowed: {', '.join(c.allowed_loader_vars) or 'none'}")
+    lines.append(f"  limits: timeout {c.default_timeout} s (max {c.max_timeout} s), then SIGTERM and SIGKILL after "
+                 f"{KILL_GRACE:g} s to the whole process group; output {c.max_output_size} bytes per stream (rest in "
+                 f"spill files up to {c.max_spill_size} bytes); {c.max_concurrent} at once; open output after exit "
+                 f"waits {DRAIN_SECONDS:g} s")
+    lines.append(f"  audit: {c.audit_log or 'log only (commands.audit_log not set)'}")
+    if launcher.confined:
+        lines.append(f"  OS confinement: {launcher.name}")
+    else:
+        lines.append("  OS confinement: NONE yet. Commands run as the server's user and can read, write and reach "
+                     "whatever it can, outside the roots too; the allowlist is policy, not a sandbox")
+    return lines, problems
