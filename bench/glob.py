@@ -1,0 +1,71 @@
+"""glob '**/*.py' through an MCP client call vs a bare os.walk + fnmatch, on the stdlib corpora.
+
+    .venv/bin/python bench/glob.py [--runs N] [--keep DIR]
+
+Same corpora as bench/grep.py. The baseline is the least a Python program can do:
+`os.walk` (no symlinks followed) and `fnmatch` on each file name, in-process, no
+stat, no result building. glob does more — every directory opened beneath its
+parent's handle, every match stat'ed for size and modified_at, results sorted,
+serialized and validated by the client — so this shows what that costs. The
+numbers of files found must agree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from _util import checked, measure, print_table, served
+from grep import make_corpus
+
+PATTERN = "**/*.py"
+
+
+def baseline(root: Path) -> list[str]:
+    found = []
+    for folder, _, files in os.walk(root):
+        rel = os.path.relpath(folder, root)
+        for name in fnmatch.filter(files, "*.py"):
+            found.append(name if rel == "." else f"{rel}/{name}")
+    return found
+
+
+async def bench(corpora: dict[str, Path], runs: int) -> None:
+    for label, corpus in corpora.items():
+        async with served(corpus, "corpus") as (_, client):
+            counts: dict[str, int] = {}
+
+            async def ours(counts: dict[str, int] = counts) -> None:
+                result = await client.call_tool("glob", {"root": "corpus", "pattern": PATTERN, "type_filter": "file",
+                                                         "max_results": 100_000, "timeout_seconds": 600})
+                data: dict[str, Any] = checked(result)
+                assert not data["truncated"] and not data["timed_out"], data
+                counts["glob"] = len(data["matches"])
+
+            def theirs(corpus: Path = corpus, counts: dict[str, int] = counts) -> None:
+                counts["walk"] = len(baseline(corpus))
+
+            samples = await measure({"glob (MCP call)": ours, "os.walk+fnmatch": theirs}, runs)
+            assert counts["glob"] == counts["walk"], counts
+            print_table(f"{label}, glob {PATTERN!r}: {counts['walk']} files", samples, "os.walk+fnmatch")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--keep", type=Path, help="build (or reuse) the corpora in this folder")
+    opts = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="rootbound-bench-") as tmp:
+        base = opts.keep or Path(tmp)
+        base.mkdir(parents=True, exist_ok=True)
+        anyio.run(bench, make_corpus(base), opts.runs)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,563 @@
+"""grep and glob over the real protocol: seed cases, bounds, and confinement of the walk."""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from rootbound import fanout
+from rootbound.fanout import Helper
+from rootbound.searching import CUT, LINE_CAP
+from tests.conftest import Harness, MakeServer
+
+pytestmark = pytest.mark.anyio
+
+SECRET = "OUTSIDE-SECRET"
+
+
+def lines(data: dict[str, Any]) -> list[tuple[str, int]]:
+    return [(m["file"], m["line_number"]) for m in data["matches"]]
+
+
+def paths(data: dict[str, Any]) -> list[str]:
+    return [m["path"] for m in data["matches"]]
+
+
+def sparse(path: Path, size: int, chunks: dict[int, bytes]) -> None:
+    """A file of `size` bytes, zeros (holes, no disk) except `chunks` written at their offsets."""
+    with open(path, "wb") as f:
+        f.truncate(size)
+        for offset, data in chunks.items():
+            f.seek(offset)
+            f.write(data)
+
+
+@pytest.fixture
+async def big(make_server: MakeServer, tmp_path: Path) -> AsyncIterator[tuple[Harness, Path]]:
+    """A server whose root sits on tmpfs when there is one: reading a sparse file's holes there
+    costs neither disk nor page cache, so multi-GiB files are cheap to build and to search."""
+    shm = Path("/dev/shm")
+    base = Path(tempfile.mkdtemp(dir=shm)) if shm.is_dir() and os.access(shm, os.W_OK) else tmp_path / "big"
+    base.mkdir(exist_ok=True)
+    try:
+        yield await make_server({"workspace": base}), base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(params=["here", "helper"])
+def grep_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a grep test with the search in this process only, and with the helper process taking batches."""
+    if request.param == "here":
+        monkeypatch.setenv("ROOTBOUND_GREP_HELPER", "off")
+        return "here"
+    monkeypatch.delenv("ROOTBOUND_GREP_HELPER", raising=False)
+    deadline = time.monotonic() + 30
+    while (helper := Helper.acquire()) is None:  # the first calls start it; wait until it is ready
+        assert time.monotonic() < deadline, "the grep helper process did not start"
+        time.sleep(0.02)
+    helper.release()
+    return "helper"
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+# -- grep: seed cases -----------------------------------------------------------------------------
+
+
+async def test_e2e048_match_with_context_lines(server: Harness, workspace: Path, grep_mode: str) -> None:
+    body = [f"line {i}" for i in range(1, 15)]
+    body[9] = "// TODO: fix this"
+    (workspace / "code.go").write_text("\n".join(body) + "\n")
+    got = await server.ok("grep", root="workspace", pattern="TODO", context_lines=2)
+    assert got["total_matches"] == 1 and not got["truncated"] and not got["timed_out"]
+    assert got["matches"] == [{"file": "code.go", "line_number": 10, "line_content": "// TODO: fix this",
+                               "context_before": ["line 8", "line 9"], "context_after": ["line 11", "line 12"]}]
+
+
+async def test_context_is_clipped_at_file_edges(server: Harness, workspace: Path) -> None:
+    (workspace / "a.txt").write_text("hit first\nmiddle\nhit last")
+    got = await server.ok("grep", root="workspace", pattern="hit", context_lines=3)
+    assert [(m["line_number"], m["context_before"], m["context_after"]) for m in got["matches"]] == [
+        (1, [], ["middle", "hit last"]), (3, ["hit first", "middle"], [])]
+
+
+async def test_e2e049_case_insensitive(server: Harness, workspace: Path) -> None:
+    (workspace / "a.log").write_text("Error one\nerror two\nERROR three\nfine\n")
+    got = await server.ok("grep", root="workspace", pattern="error", case_insensitive=True)
+    assert [m["line_content"] for m in got["matches"]] == ["Error one", "error two", "ERROR three"]
+    exact = await server.ok("grep", root="workspace", pattern="error")
+    assert [m["line_content"] for m in exact["matches"]] == ["error two"]
+
+
+async def test_e2e050_glob_filter(server: Harness, workspace: Path) -> None:
+    (workspace / "file.go").write_text("// TODO go\n")
+    (workspace / "file.py").write_text("# TODO py\n")
+    (workspace / "sub").mkdir()
+    (workspace / "sub" / "deep.go").write_text("// TODO deep\n")
+    got = await server.ok("grep", root="workspace", pattern="TODO", glob_filter="*.go")
+    assert sorted(m["file"] for m in got["matches"]) == ["file.go", "sub/deep.go"]
+    # With a "/", the glob is matched against the path below `path`, not the name.
+    got = await server.ok("grep", root="workspace", pattern="TODO", glob_filter="sub/*.go")
+    assert [m["file"] for m in got["matches"]] == ["sub/deep.go"]
+
+
+async def test_e2e051_no_matches(server: Harness, workspace: Path) -> None:
+    (workspace / "a.txt").write_text("nothing to see\n")
+    got = await server.ok("grep", root="workspace", pattern="ZZZZUNIQUEZZZZZ")
+    assert got == {"matches": [], "total_matches": 0, "truncated": False, "timed_out": False}
+
+
+async def test_e2e052_invalid_regex_carries_parser_message(server: Harness) -> None:
+    assert await server.err("grep", root="workspace", pattern="[invalid") == "invalid pattern: missing ]: [invalid"
+    # Go/RE2 syntax: no lookaround, and the message says which construct.
+    message = await server.err("grep", root="workspace", pattern="(?<=a)b")
+    assert message.startswith("invalid pattern: invalid perl operator: (?<")
+
+
+async def test_e2e053_max_results_truncates(server: Harness, workspace: Path, grep_mode: str) -> None:
+    for i in range(210):
+        (workspace / f"f{i:03}.txt").write_text("a match here\n")
+    got = await server.ok("grep", root="workspace", pattern="match", max_results=5)
+    assert got["total_matches"] == 5 and len(got["matches"]) == 5 and got["truncated"] is True
+    assert lines(got) == [(f"f{i:03}.txt", 1) for i in range(5)]  # a stable order: the first files by name
+
+
+async def test_exactly_max_results_is_not_truncated(server: Harness, workspace: Path) -> None:
+    (workspace / "a.txt").write_text("m\nm\nm\n")
+    got = await server.ok("grep", root="workspace", pattern="m", max_results=3)
+    assert got["total_matches"] == 3 and got["truncated"] is False
+
+
+async def test_e2e054_binary_files_skipped(server: Harness, workspace: Path, grep_mode: str) -> None:
+    (workspace / "blob.bin").write_bytes(b"\x00\x01needle\x00\x02")
+    (workspace / "late.bin").write_bytes(b"\x00" + b"x" * 9000 + b"\nneedle\n")
+    (workspace / "text.txt").write_text("a needle in text\n")
+    got = await server.ok("grep", root="workspace", pattern="needle")
+    assert lines(got) == [("text.txt", 1)]
+
+
+async def test_nul_after_the_first_8k_is_still_text(server: Harness, workspace: Path) -> None:
+    (workspace / "mostly.txt").write_bytes(b"x" * 9000 + b"\n\x00 needle\n")
+    got = await server.ok("grep", root="workspace", pattern="needle")
+    assert lines(got) == [("mostly.txt", 2)]
+
+
+async def test_regex_semantics_are_per_line(server: Harness, workspace: Path) -> None:
+    (workspace / "a.txt").write_text("foo\nbar foo\nfoo bar\nfoobar\r\n")
+    anchored = await server.ok("grep", root="workspace", pattern="^foo$")
+    assert [m["line_number"] for m in anchored["matches"]] == [1]
+    # `$` is the end of the line's text: before "\r\n" there is still the "\r" (as in ripgrep without --crlf).
+    assert [m["line_number"] for m in (await server.ok("grep", root="workspace", pattern="bar$"))["matches"]] == [3]
+    across = await server.ok("grep", root="workspace", pattern=r"foo\nbar")
+    assert across["total_matches"] == 0  # a match never spans lines
+    once = await server.ok("grep", root="workspace", pattern="o")
+    assert [m["line_number"] for m in once["matches"]] == [1, 2, 3, 4]  # a line is reported once
+    assert once["matches"][3]["line_content"] == "foobar"  # shown without its line ending
+
+
+async def test_alternation_uses_prefilter_and_stays_exact(server: Harness, workspace: Path, grep_mode: str) -> None:
+    (workspace / "a.py").write_text("x = 1  # TODO later\nTODOS are not words\n# FIXME\nXXXL\nfine\n")
+    got = await server.ok("grep", root="workspace", pattern=r"\b(TODO|FIXME|XXX)\b")
+    assert [m["line_number"] for m in got["matches"]] == [1, 3]
+    ci = await server.ok("grep", root="workspace", pattern=r"\b(todo|fixme)\b", case_insensitive=True)
+    assert [m["line_number"] for m in ci["matches"]] == [1, 3]
+    inline = await server.ok("grep", root="workspace", pattern=r"(?i)\bfixme\b")
+    assert [m["line_number"] for m in inline["matches"]] == [3]
+
+
+async def test_grep_a_subdirectory_or_a_single_file(server: Harness, workspace: Path) -> None:
+    (workspace / "src").mkdir()
+    (workspace / "src" / "a.txt").write_text("hit\n")
+    (workspace / "b.txt").write_text("hit\n")
+    assert lines(await server.ok("grep", root="workspace", pattern="hit", path="src")) == [("src/a.txt", 1)]
+    assert lines(await server.ok("grep", root="workspace", pattern="hit", path="b.txt")) == [("b.txt", 1)]
+    assert await server.err("grep", root="workspace", pattern="hit", path="nope") == "file not found: nope"
+
+
+async def test_grep_max_depth(server: Harness, workspace: Path) -> None:
+    deep = workspace / "a" / "b" / "c"
+    deep.mkdir(parents=True)
+    for d in (workspace, workspace / "a", workspace / "a" / "b", deep):
+        (d / "f.txt").write_text("hit\n")
+    files = lambda data: [m["file"] for m in data["matches"]]  # noqa: E731
+    assert files(await server.ok("grep", root="workspace", pattern="hit", max_depth=1)) == ["f.txt"]
+    assert files(await server.ok("grep", root="workspace", pattern="hit", max_depth=2)) == ["a/f.txt", "f.txt"]
+    assert len(files(await server.ok("grep", root="workspace", pattern="hit"))) == 4
+    assert files(await server.ok("grep", root="workspace", pattern="hit", path="a/b", max_depth=1)) == ["a/b/f.txt"]
+
+
+async def test_grep_tool_not_allowed(make_server: MakeServer, workspace: Path) -> None:
+    h = await make_server({"ro": (workspace, ["read_file"])})
+    assert await h.err("grep", root="ro", pattern="x") == "tool grep not allowed on root ro"
+    assert await h.err("glob", root="ro", pattern="*") == "tool glob not allowed on root ro"
+
+
+async def test_tools_are_annotated_read_only(server: Harness) -> None:
+    tools = {t.name: t for t in (await server.client.list_tools()).tools}
+    for name in ("grep", "glob"):
+        ann = tools[name].annotations
+        assert ann is not None and ann.read_only_hint is True and ann.destructive_hint is False
+
+
+# -- grep: long lines, big files, time ------------------------------------------------------------
+
+
+async def test_long_lines_are_cut_and_marked(server: Harness, workspace: Path) -> None:
+    long_before = "b" * 5000
+    long_match = "x" * 3000 + " needle " + "y" * 3000
+    (workspace / "wide.txt").write_text(f"{long_before}\n{long_match}\nshort\n")
+    got = await server.ok("grep", root="workspace", pattern="needle", context_lines=1)
+    [m] = got["matches"]
+    assert m["line_number"] == 2
+    line = m["line_content"]
+    assert line.startswith(CUT) and line.endswith(CUT) and " needle " in line
+    assert len(line) <= LINE_CAP + 2 * len(CUT)
+    assert m["context_before"] == ["b" * LINE_CAP + CUT]
+    assert m["context_after"] == ["short"]
+
+
+async def test_multibyte_text_is_not_split_by_the_cut(server: Harness, workspace: Path) -> None:
+    (workspace / "u.txt").write_text("é" * 3000 + "needle\n", encoding="utf-8")
+    [m] = (await server.ok("grep", root="workspace", pattern="needle"))["matches"]
+    assert "\ufffd" not in m["line_content"] and m["line_content"].endswith("needle")
+
+
+TEXT_START = b"t" * 9000  # no NUL in the first 8 KiB: the sparse zeros after it do not make the file binary
+
+
+async def test_two_gib_file_of_long_lines_in_bounded_memory(big: tuple[Harness, Path]) -> None:
+    server, workspace = big
+    # 2 GiB in 32 lines of 64 MiB (sparse: no disk), a match in line 20 and one at the very end.
+    size, step = 2 << 30, 64 << 20
+    chunks = {0: TEXT_START} | {i * step - 1: b"\n" for i in range(1, 32)}
+    chunks[19 * step + 1000] = b"needle in line 20"
+    chunks[size - 18] = b"needle at the end\n"
+    sparse(workspace / "big.txt", size, chunks)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    got = await server.ok("grep", root="workspace", pattern="needle", context_lines=1)
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kib < 200 * 1024, f"peak memory grew by {grown_kib} KiB"
+    assert [m["line_number"] for m in got["matches"]] == [20, 32]
+    first, last = got["matches"]
+    assert "needle in line 20" in first["line_content"] and first["line_content"].startswith(CUT)
+    assert len(first["line_content"]) <= LINE_CAP + 2 * len(CUT)
+    assert len(first["context_before"]) == 1 and first["context_before"][0].endswith(CUT)  # line 19, cut
+    assert len(first["context_after"]) == 1 and first["context_after"][0].endswith(CUT)  # line 21
+    assert "needle at the end" in last["line_content"] and last["context_after"] == []
+
+
+async def test_single_200mb_line(big: tuple[Harness, Path]) -> None:
+    server, workspace = big
+    size = 200 << 20
+    sparse(workspace / "one.txt", size, {0: b"start " + TEXT_START, size // 2: b" needle ", size - 4: b"end\n"})
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    got = await server.ok("grep", root="workspace", pattern="needle|^start|end$")
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100 * 1024
+    [m] = got["matches"]  # one line, reported once
+    assert m["line_number"] == 1 and m["line_content"].startswith("start ") and m["line_content"].endswith(CUT)
+    tail = await server.ok("grep", root="workspace", pattern="end$")
+    [t] = tail["matches"]
+    assert t["line_number"] == 1 and t["line_content"].startswith(CUT) and t["line_content"].endswith("end")
+    mid = await server.ok("grep", root="workspace", pattern=" needle ")
+    assert mid["total_matches"] == 1 and " needle " in mid["matches"][0]["line_content"]
+
+
+async def test_match_straddling_a_block_edge_in_a_long_line(server: Harness, workspace: Path) -> None:
+    # A long line is searched in 1 MiB windows that overlap: a match across a window edge is still found.
+    edge = 1 << 20
+    sparse(workspace / "edge.txt", 3 * edge, {0: TEXT_START, edge - 5: b"straddling-match", 3 * edge - 1: b"\n"})
+    got = await server.ok("grep", root="workspace", pattern="straddling-match")
+    assert [m["line_number"] for m in got["matches"]] == [1]
+
+
+async def test_e2e079_timeout_returns_partial_results(big: tuple[Harness, Path], grep_mode: str) -> None:
+    # A tree far too big to search in a second: 256 files of 1 GiB (sparse), each starting with matches.
+    server, workspace = big
+    for i in range(256):
+        sparse(workspace / f"part{i:03}.log", 1 << 30, {0: b"match one\nmatch two\n" + TEXT_START})
+    start = time.monotonic()
+    got = await server.ok("grep", root="workspace", pattern="match", timeout_seconds=1, max_results=100_000)
+    elapsed = time.monotonic() - start
+    assert got["timed_out"] is True and got["truncated"] is False
+    assert 0 < got["total_matches"] < 512 and got["matches"][0]["file"] == "part000.log"
+    assert elapsed < 5, elapsed  # loose on purpose: timing is the benchmarks' business
+
+
+async def test_timeout_inside_one_huge_file(big: tuple[Harness, Path]) -> None:
+    server, workspace = big
+    sparse(workspace / "huge.txt", 1 << 40, {0: b"match at the start\n" + TEXT_START})  # 1 TiB of holes
+    start = time.monotonic()
+    got = await server.ok("grep", root="workspace", pattern="zzz|match", timeout_seconds=1)
+    assert time.monotonic() - start < 5
+    assert got["timed_out"] is True and lines(got) == [("huge.txt", 1)]
+
+
+# -- glob: seed cases -----------------------------------------------------------------------------
+
+
+async def test_e2e055_glob_pattern(server: Harness, workspace: Path) -> None:
+    for name in ("a.go", "b.go", "c.txt"):
+        (workspace / name).write_text("x")
+    (workspace / "sub").mkdir()
+    (workspace / "sub" / "d.go").write_text("x")
+    got = await server.ok("glob", root="workspace", pattern="*.go")
+    assert paths(got) == ["a.go", "b.go"] and got["total_matches"] == 2
+    first = got["matches"][0]
+    assert first["type"] == "file" and first["size"] == 1 and first["modified_at"].endswith("Z")
+
+
+async def test_e2e056_glob_regex(server: Harness, workspace: Path) -> None:
+    for name in ("test_1.go", "test_2.go", "main.go"):
+        (workspace / name).write_text("x")
+    got = await server.ok("glob", root="workspace", regex=r"test_\d+\.go")
+    assert paths(got) == ["test_1.go", "test_2.go"]
+
+
+async def test_e2e057_doublestar(server: Harness, workspace: Path) -> None:
+    (workspace / "src" / "pkg" / "sub").mkdir(parents=True)
+    for rel in ("src/a.go", "src/pkg/b.go", "src/pkg/sub/c.go", "src/pkg/sub/d.txt", ".hidden/e.go"):
+        (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / rel).write_text("x")
+    got = await server.ok("glob", root="workspace", pattern="**/*.go")
+    assert paths(got) == [".hidden/e.go", "src/a.go", "src/pkg/b.go", "src/pkg/sub/c.go"]
+    # Relative to `path`, returned relative to the root.
+    below = await server.ok("glob", root="workspace", pattern="*.go", path="src/pkg")
+    assert paths(below) == ["src/pkg/b.go"]
+
+
+async def test_e2e058_type_filter(server: Harness, workspace: Path) -> None:
+    (workspace / "dir").mkdir()
+    (workspace / "file.txt").write_text("x")
+    os.symlink("file.txt", workspace / "link")
+    assert paths(await server.ok("glob", root="workspace", pattern="*", type_filter="file")) == ["file.txt"]
+    assert paths(await server.ok("glob", root="workspace", pattern="*", type_filter="directory")) == ["dir"]
+    links = await server.ok("glob", root="workspace", pattern="*", type_filter="symlink")
+    assert links["matches"][0]["path"] == "link" and links["matches"][0]["type"] == "symlink"
+    assert paths(await server.ok("glob", root="workspace", pattern="*")) == ["dir", "file.txt", "link"]
+    bad = await server.err("glob", root="workspace", pattern="*", type_filter="socket")
+    assert "type_filter" in bad
+
+
+async def test_e2e059_glob_no_matches(server: Harness, workspace: Path) -> None:
+    (workspace / "a.go").write_text("x")
+    got = await server.ok("glob", root="workspace", pattern="*.xyz")
+    assert got == {"matches": [], "total_matches": 0, "truncated": False, "timed_out": False}
+
+
+@pytest.mark.parametrize("args", [{"pattern": "*.go", "regex": r".*\.go"}, {}])
+async def test_e2e060_exactly_one_of_pattern_or_regex(server: Harness, args: dict[str, str]) -> None:
+    assert await server.err("glob", root="workspace", **args) == "exactly one of pattern or regex must be provided"
+
+
+async def test_e2e076_invalid_glob_regex(server: Harness) -> None:
+    assert await server.err("glob", root="workspace", regex="[unclosed") == "invalid regex: missing ]: [unclosed"
+
+
+async def test_glob_max_results_max_depth_and_sorting(server: Harness, workspace: Path) -> None:
+    for rel in ("b/x.txt", "a/y.txt", "a/deeper/z.txt", "c.txt"):
+        (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / rel).write_text("x")
+    got = await server.ok("glob", root="workspace", pattern="**/*.txt")
+    assert paths(got) == ["a/deeper/z.txt", "a/y.txt", "b/x.txt", "c.txt"]
+    shallow = await server.ok("glob", root="workspace", pattern="**/*.txt", max_depth=2)
+    assert paths(shallow) == ["a/y.txt", "b/x.txt", "c.txt"]
+    few = await server.ok("glob", root="workspace", pattern="**", type_filter="file", max_results=2)
+    assert few["total_matches"] == 2 and few["truncated"] is True
+    assert await server.err("glob", root="workspace", pattern="*", path="c.txt") == "not a directory: c.txt"
+
+
+async def test_glob_timeout_returns_partial_results(server: Harness, workspace: Path) -> None:
+    for i in range(1500):
+        (workspace / f"d{i:04}").mkdir()
+        (workspace / f"d{i:04}" / "f.txt").write_text("x")
+    got = await server.ok("glob", root="workspace", pattern="**", timeout_seconds=0.001, max_results=10_000)
+    assert got["timed_out"] is True and got["truncated"] is False and got["total_matches"] < 3000
+    full = await server.ok("glob", root="workspace", pattern="**", max_results=10_000)
+    assert full["timed_out"] is False and full["total_matches"] == 3000
+
+
+# -- E2E-003: search, patch, search again -----------------------------------------------------------
+
+
+async def test_e2e003_search_then_patch(server: Harness, workspace: Path) -> None:
+    (workspace / "cmd").mkdir()
+    (workspace / "main.go").write_text("package main\n\n// TODO: wire flags\nfunc main() {}\n")
+    (workspace / "cmd" / "run.go").write_text("package cmd\n// TODO: errors\n// TODO: logging\n")
+    (workspace / "notes.txt").write_text("TODO: not go\n")
+    got = await server.ok("grep", root="workspace", pattern="TODO", glob_filter="*.go", context_lines=1)
+    assert lines(got) == [("cmd/run.go", 2), ("cmd/run.go", 3), ("main.go", 3)]
+    assert got["matches"][2]["context_before"] == [""] and got["matches"][2]["context_after"] == ["func main() {}"]
+    listed = await server.ok("glob", root="workspace", pattern="**/*.go")
+    assert paths(listed) == ["cmd/run.go", "main.go"]
+    patch = ("--- a/main.go\n+++ b/main.go\n@@ -1,4 +1,4 @@\n package main\n \n-// TODO: wire flags\n"
+             "+// flags are wired\n func main() {}\n")
+    await server.ok("patch_file", root="workspace", path="main.go", patch=patch)
+    again = await server.ok("grep", root="workspace", pattern="TODO", glob_filter="*.go", context_lines=1)
+    assert again["total_matches"] == got["total_matches"] - 1
+
+
+# -- confinement ------------------------------------------------------------------------------------
+
+
+def build_escapes(workspace: Path, outside: Path) -> None:
+    (workspace / "inside.txt").write_text("inside text\n")
+    (workspace / "dir").mkdir()
+    (workspace / "dir" / "real.txt").write_text("real text\n")
+    os.symlink(outside, workspace / "abs_dir")
+    os.symlink(outside / "secret.txt", workspace / "abs_file")
+    os.symlink("../../outside", workspace / "dir" / "rel_dir")
+    os.symlink("../../outside/secret.txt", workspace / "dir" / "rel_file")
+    os.symlink("dir", workspace / "in_dir")  # in-root: listed, not descended
+    os.symlink("inside.txt", workspace / "in_file")  # in-root: listed, not searched twice
+
+
+async def test_nothing_outside_ever_appears(server: Harness, workspace: Path, outside: Path, resolver: str,
+                                            grep_mode: str) -> None:
+    build_escapes(workspace, outside)
+    everything = await server.ok("grep", root="workspace", pattern="", max_results=1000)
+    assert SECRET not in str(everything)
+    assert sorted(m["file"] for m in everything["matches"]) == ["dir/real.txt", "inside.txt"]
+    assert (await server.ok("grep", root="workspace", pattern=SECRET))["total_matches"] == 0
+    listed = await server.ok("glob", root="workspace", pattern="**", max_results=1000)
+    assert paths(listed) == ["abs_dir", "abs_file", "dir", "dir/real.txt", "dir/rel_dir", "dir/rel_file", "in_dir",
+                             "in_file", "inside.txt"]
+    assert {m["type"] for m in listed["matches"] if m["path"] not in ("dir", "dir/real.txt", "inside.txt")} == \
+        {"symlink"}
+    assert (await server.ok("glob", root="workspace", regex="secret"))["total_matches"] == 0
+    for path in ("abs_dir", "dir/rel_dir", "abs_file", "dir/rel_file", "../outside", "dir/../../outside"):
+        assert await server.err("grep", root="workspace", pattern="x", path=path) == \
+            "path resolves outside root boundary"
+    assert await server.err("glob", root="workspace", pattern="*", path="abs_dir") == \
+        "path resolves outside root boundary"
+    # A path the agent names through an in-root symlink is followed, as every file tool does.
+    assert lines(await server.ok("grep", root="workspace", pattern="real", path="in_dir")) == [("in_dir/real.txt", 1)]
+
+
+async def test_swapping_entries_during_searches_never_leaks(server: Harness, workspace: Path,
+                                                             outside: Path, grep_mode: str) -> None:
+    # Another thread keeps swapping an in-root directory and an in-root file for symlinks leading
+    # outside, while grep and glob walk the tree. The walk opens each entry beneath its parent's
+    # handle with O_NOFOLLOW, so a swapped-in symlink is skipped, never followed.
+    (workspace / "real_d").mkdir()
+    (workspace / "real_d" / "inner.txt").write_text("inner text\n")
+    (workspace / "real_f").write_text("file text\n")
+    os.symlink(outside, workspace / "link_d")
+    os.symlink(outside / "secret.txt", workspace / "link_f")
+    for i in range(20):
+        (workspace / f"pad{i:02}.txt").write_text("padding text\n")
+    stop = threading.Event()
+    swaps = 0
+
+    def swapper() -> None:
+        nonlocal swaps
+        while not stop.is_set():
+            for real, link, name in (("real_d", "link_d", "d"), ("real_f", "link_f", "f")):
+                os.rename(workspace / real, workspace / name)
+                os.rename(workspace / name, workspace / real)
+                os.rename(workspace / link, workspace / name)
+                os.rename(workspace / name, workspace / link)
+            swaps += 1
+
+    thread = threading.Thread(target=swapper)
+    thread.start()
+    try:
+        seen: set[str] = set()
+        for _ in range(150):
+            got = await server.ok("grep", root="workspace", pattern="text|SECRET", max_results=1000)
+            assert SECRET not in str(got)
+            seen.update(m["file"] for m in got["matches"])
+            listed = await server.ok("glob", root="workspace", pattern="**", max_results=1000)
+            assert not any("secret" in p for p in paths(listed)), paths(listed)
+            seen.update(paths(listed))
+    finally:
+        stop.set()
+        thread.join()
+    assert swaps > 10
+    assert "d" in seen or "f" in seen  # the walks did meet the names being swapped
+
+
+# -- the helper process ------------------------------------------------------------------------------
+
+
+async def test_many_batches_give_the_same_answer_both_ways(server: Harness, workspace: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    for d in range(12):
+        (workspace / f"d{d:02}").mkdir()
+        for f in range(40):
+            (workspace / f"d{d:02}" / f"f{f:02}.txt").write_text("x\n" * (f % 3) + f"hit {d} {f}\nno\n")
+    os.mkfifo(workspace / "d00" / "pipe.txt")  # never opened: a FIFO is not a file
+    (workspace / "odd\udcff.txt").write_bytes(b"hit in an oddly named file\n")  # not UTF-8: shown escaped
+    answers = {}
+    for mode in ("off", "on"):
+        monkeypatch.setenv("ROOTBOUND_GREP_HELPER", mode)
+        if mode == "on":
+            while (helper := Helper.acquire()) is None:
+                time.sleep(0.02)
+            helper.release()
+        before = open_fds()
+        answers[mode] = await server.ok("grep", root="workspace", pattern="hit", max_results=10_000,
+                                        context_lines=1)
+        assert open_fds() == before  # every directory handle handed around was closed
+        cut = await server.ok("grep", root="workspace", pattern="hit", max_results=300)
+        assert cut["truncated"] is True and lines(cut) == lines(answers[mode])[:300]
+    assert answers["on"] == answers["off"]
+    assert answers["on"]["total_matches"] == 12 * 40 + 1
+    assert answers["on"]["matches"][-1]["file"] == "odd\\xff.txt"
+
+
+async def test_helper_dying_mid_search_loses_nothing(server: Harness, workspace: Path, grep_mode: str,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    for i in range(400):
+        (workspace / f"f{i:03}.txt").write_text(f"hit {i}\n")
+    expected = await server.ok("grep", root="workspace", pattern="hit", max_results=10_000)
+    real_replies = fanout.Helper.replies
+
+    def dying_replies(self: Helper, wait: float) -> Any:
+        self._proc.kill()
+        self._proc.wait()
+        return real_replies(self, 1.0)
+
+    monkeypatch.setattr(fanout.Helper, "replies", dying_replies)
+    got = await server.ok("grep", root="workspace", pattern="hit", max_results=10_000)
+    assert got == expected and got["total_matches"] == 400
+
+
+async def test_cancelled_call_stops_its_search(big: tuple[Harness, Path], grep_mode: str) -> None:
+    server, workspace = big
+    sparse(workspace / "huge.txt", 1 << 40, {0: b"match at the start\n" + TEXT_START})
+    with anyio.move_on_after(0.5):
+        await server.call("grep", root="workspace", pattern="zzz", timeout_seconds=300)
+    start = time.monotonic()
+    # The search behind the cancelled call stops within a block or two: the helper is free again.
+    if grep_mode == "helper":
+        while (helper := Helper.acquire()) is None:
+            assert time.monotonic() - start < 5, "the cancelled search kept the helper busy"
+            await anyio.sleep(0.02)
+        helper.release()
+    got = await server.ok("grep", root="workspace", pattern="match", timeout_seconds=1)
+    assert lines(got) == [("huge.txt", 1)]
+
+
+async def test_output_budget_truncates(server: Harness, workspace: Path, grep_mode: str,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from rootbound.tools import search
+
+    monkeypatch.setattr(search, "OUTPUT_BUDGET", 50_000)
+    for i in range(100):
+        (workspace / f"f{i:02}.txt").write_text(("w" * 900 + "\n") * 3 + "hit " + "z" * 900 + "\n")
+    got = await server.ok("grep", root="workspace", pattern="hit", context_lines=3, max_results=1000)
+    assert got["truncated"] is True and 0 < got["total_matches"] < 100
+    assert [m["file"] for m in got["matches"]] == [f"f{i:02}.txt" for i in range(got["total_matches"])]
