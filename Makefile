@@ -26,7 +26,7 @@ bench: install  ## every benchmark, each against its baseline in the same run
 	@for b in bench/*.py; do case $$b in */_*) continue;; esac; echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 docs: install  ## regenerate docs/tools.md and the config JSON Schema from the code
-	$(BIN)/rootbound tools --markdown > docs/tools.md
+	$(BIN)/rootbound tools --markdown --allow-commands "*" > docs/tools.md
 	$(BIN)/python -c "import json, rootbound.config as c; print(json.dumps(c.config_json_schema(), indent=2))" \
 		> src/rootbound/config.schema.json
 

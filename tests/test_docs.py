@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rootbound import cli
-from rootbound.config import Config
+from rootbound import cli, summary
+from rootbound.config import Config, config_json_schema, load_config
+from rootbound.server import App
 
 REPO = Path(__file__).resolve().parent.parent
 FENCE = re.compile(r"^```(\w+) ([^\n]*client=[^\n]*)\n(.*?)^```", re.S | re.M)
@@ -102,3 +103,26 @@ def test_compose_example_mounts_a_valid_config_and_takes_the_token_from_the_envi
     assert mounts[roots["reference"].path].endswith(":ro")
     assert "write_file" not in roots["reference"].allowed_tools
     assert roots["workspace"].allowed_tools == ["*"]
+
+
+def _app_with_every_tool(tmp_path: Path) -> App:
+    return App(load_config(None, [f"workspace={tmp_path}"], {"allow_commands": "*"}, env={}))
+
+
+def test_tools_md_is_generated_from_the_tool_definitions(tmp_path: Path) -> None:
+    app = _app_with_every_tool(tmp_path)
+    try:
+        expected = summary.tools_markdown(app)
+    finally:
+        app.close()
+    current = (REPO / "docs" / "tools.md").read_text()
+    assert current == expected, "docs/tools.md is stale: run `make docs`"
+    for name in app.tools:
+        assert f"## `{name}`" in current
+
+
+def test_shipped_config_schema_matches_the_models() -> None:
+    shipped = json.loads((REPO / "src" / "rootbound" / "config.schema.json").read_text())
+    assert shipped == config_json_schema(), "config.schema.json is stale: run `make docs`"
+    for example in ("config/rootbound.yaml", "config/docker.yaml"):
+        Config.model_validate(yaml.safe_load((REPO / example).read_text()))

@@ -96,7 +96,7 @@ def _type(schema: dict[str, Any]) -> str:
     if "anyOf" in schema:
         return " or ".join(_type(s) for s in schema["anyOf"] if s.get("type") != "null")
     if "enum" in schema:
-        return " | ".join(json.dumps(v) for v in schema["enum"])
+        return " or ".join(f"`{json.dumps(v)}`" for v in schema["enum"])
     if schema.get("type") == "array":
         return f"array of {_type(schema.get('items', {}))}"
     return str(schema.get("type", schema.get("$ref", "object").rsplit("/", 1)[-1]))
@@ -139,5 +139,9 @@ def tools_markdown(app: App) -> str:
             lines.append("")
         result = (definition.output_schema or {}).get("properties", {})
         if result:
-            lines += ["Result: " + ", ".join(f"`{k}`" for k in result), ""]
+            lines += ["| result field | type | description |", "|---|---|---|"]
+            for name, schema in result.items():
+                desc = (schema.get("description") or "").replace("|", "\\|").replace("\n", " ")
+                lines.append(f"| `{name}` | {_type(schema)} | {desc} |")
+            lines.append("")
     return "\n".join(lines).rstrip() + "\n"
