@@ -126,3 +126,11 @@ def test_shipped_config_schema_matches_the_models() -> None:
     assert shipped == config_json_schema(), "config.schema.json is stale: run `make docs`"
     for example in ("config/rootbound.yaml", "config/docker.yaml"):
         Config.model_validate(yaml.safe_load((REPO / example).read_text()))
+
+
+def test_configuration_md_documents_every_key() -> None:
+    page = (REPO / "docs" / "configuration.md").read_text()
+    keys = [k for k in Config.model_fields if k != "source"]
+    keys += [f"commands.{k}" for k in Config.model_fields["commands"].annotation.model_fields]  # type: ignore[union-attr]
+    missing = [k for k in keys if f"`{k}`" not in page]
+    assert missing == [], f"docs/configuration.md does not document {missing}"
