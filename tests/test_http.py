@@ -150,26 +150,19 @@ async def test_fifty_concurrent_calls_over_fifty_sessions_and_on_one(tmp_path: P
     with http_server(tmp_path) as base:
         failures: list[str] = []
 
-        async def one_session(i: int) -> None:
+        async def read(c: Client, i: int) -> None:
+            r = await c.call_tool("read_file", {"root": "workspace", "path": f"f{i}.txt"})
+            if r.is_error or not r.structured_content or r.structured_content["content"] != f"file {i}\n":
+                failures.append(f"call {i}")
+
+        async def own_session(i: int) -> None:
             async with mcp_client(base) as c:
-                r = await c.call_tool("read_file", {"root": "workspace", "path": f"f{i}.txt"})
-                if r.is_error or not r.structured_content or r.structured_content["content"] != f"file {i}\n":
-                    failures.append(f"session {i}")
+                await read(c, i)
 
-        with anyio.fail_after(60):
-            async with anyio.create_task_group() as tg:
-                for i in range(50):
-                    tg.start_soon(one_session, i)
-        assert failures == []
-
-        async with mcp_client(base) as c:
-            async def on_shared(i: int) -> None:
-                r = await c.call_tool("read_file", {"root": "workspace", "path": f"f{i}.txt"})
-                if r.is_error or not r.structured_content or r.structured_content["content"] != f"file {i}\n":
-                    failures.append(f"call {i}")
-
-            with anyio.fail_after(60):
-                async with anyio.create_task_group() as tg:
-                    for i in range(50):
-                        tg.start_soon(on_shared, i)
-        assert failures == []
+        async with mcp_client(base) as shared:
+            for run in (own_session, lambda i: read(shared, i)):  # 50 sessions, then 50 calls on one session
+                with anyio.fail_after(60):
+                    async with anyio.create_task_group() as tg:
+                        for i in range(50):
+                            tg.start_soon(run, i)
+                assert failures == []
