@@ -49,8 +49,9 @@ def http_server(tmp_path: Path, **config: Any) -> Iterator[str]:
     path = tmp_path / f"http-{port}.yaml"
     path.write_text(yaml.safe_dump(cfg))
     env = {k: v for k, v in os.environ.items() if k != "ROOTBOUND_AUTH_TOKEN"}
+    log = (tmp_path / f"http-{port}.log").open("wb")
     proc = subprocess.Popen([sys.executable, "-m", "rootbound", "serve", "--transport", "http", "--config",
-                             str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+                             str(path)], stdout=subprocess.DEVNULL, stderr=log, env=env)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
@@ -61,7 +62,7 @@ def http_server(tmp_path: Path, **config: Any) -> Iterator[str]:
             except httpx2.TransportError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"server did not start: {proc.stderr.read().decode() if proc.stderr else ''}")
+                raise AssertionError(f"server did not start: {(tmp_path / f'http-{port}.log').read_text()}")
             time.sleep(0.05)
         yield base
     finally:
@@ -71,8 +72,7 @@ def http_server(tmp_path: Path, **config: Any) -> Iterator[str]:
         finally:
             if proc.poll() is None:
                 proc.kill()
-            if proc.stderr:
-                proc.stderr.close()
+            log.close()
 
 
 @asynccontextmanager
@@ -132,6 +132,8 @@ async def test_foreign_origin_and_host_are_refused_even_on_a_wildcard_bind(tmp_p
         assert httpx2.post(f"{base}/mcp", json=INIT, headers=evil_host).status_code in (403, 421)
         local_origin = {**MCP_HEADERS, "Origin": "http://localhost:3000"}
         assert httpx2.post(f"{base}/mcp", json=INIT, headers=local_origin).status_code == 200
+    logged = next(tmp_path.glob("http-*.log")).read_text()
+    assert "WITHOUT an auth token" in logged  # a wildcard bind with no token is announced loudly
 
 
 async def test_oversized_request_body_is_refused(tmp_path: Path) -> None:
