@@ -54,7 +54,7 @@ async def main() -> None:
         cfg = os.path.join(tmp, "config.yaml")
         with open(cfg, "w") as f:
             yaml.safe_dump({"roots": [{"name": "workspace", "path": tmp}],
-                            "commands": {"allowed": ["echo"]}}, f)
+                            "commands": {"allowed": ["echo"], "sandbox": "off"}}, f)
         app = App(load_config(cfg, env={}))
         async with Client(app.server) as client:
 

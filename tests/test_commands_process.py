@@ -17,6 +17,10 @@ from tests.test_commands_support import CommandServers, eventually, file_text, g
 
 pytestmark = pytest.mark.anyio
 
+# These tests follow processes by the pids they write ($$, $!), which must be host pids: under bubblewrap they
+# would be pids of its own PID namespace (where, besides, nothing outlives the command: tests/test_sandbox_*).
+HOST_PIDS = "landlock"
+
 
 @pytest.fixture
 async def servers(tmp_path: Path) -> AsyncIterator[CommandServers]:
@@ -36,7 +40,7 @@ async def test_timeout_returns_partial_output(servers: CommandServers) -> None:
 
 
 async def test_timeout_kills_a_grandchild_that_ignores_sigterm(servers: CommandServers, tmp_path: Path) -> None:
-    h = await servers({"allowed": "*"})
+    h = await servers({"allowed": "*", "sandbox": HOST_PIDS})
     script = ("sh -c 'trap \"\" TERM; echo $$ > grandchild.pid; while :; do sleep 0.05; done' & "
               "echo $$ > parent.pid; wait")
     result = await h.call("shell", command=script, root="workspace", timeout=1)
@@ -48,7 +52,7 @@ async def test_timeout_kills_a_grandchild_that_ignores_sigterm(servers: CommandS
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_cancellation_kills_the_process_group(servers: CommandServers, tmp_path: Path, mode: str) -> None:
-    h = await servers({"allowed": "*"}, mode=mode)
+    h = await servers({"allowed": "*", "sandbox": HOST_PIDS}, mode=mode)
     pid_file = tmp_path / "workspace" / "pid"
     child_file = tmp_path / "workspace" / "child.pid"
     script = "sleep 60 & echo $! > child.pid; echo $$ > pid; wait"
@@ -64,7 +68,7 @@ async def test_cancellation_kills_the_process_group(servers: CommandServers, tmp
 
 
 async def test_server_shutdown_kills_running_commands(servers: CommandServers, tmp_path: Path) -> None:
-    h = await servers({"allowed": "*"})
+    h = await servers({"allowed": "*", "sandbox": HOST_PIDS})
     pid_file = tmp_path / "workspace" / "pid"
     async with AsyncExitStack() as stack:
         client = await stack.enter_async_context(Client(h.app.server))
@@ -76,7 +80,7 @@ async def test_server_shutdown_kills_running_commands(servers: CommandServers, t
 
 
 async def test_daemonized_grandchild_holding_the_pipe_does_not_hang(servers: CommandServers, tmp_path: Path) -> None:
-    h = await servers({"allowed": "*"})
+    h = await servers({"allowed": "*", "sandbox": HOST_PIDS})
     for script in ("setsid sh -c 'echo $$ > daemon.pid; exec sleep 60' & echo done",  # left the process group
                    "sh -c 'echo $$ > daemon.pid; exec sleep 60' & echo done"):  # still in it
         (tmp_path / "workspace" / "daemon.pid").unlink(missing_ok=True)
@@ -89,7 +93,7 @@ async def test_daemonized_grandchild_holding_the_pipe_does_not_hang(servers: Com
 
 
 async def test_background_job_does_not_outlive_the_call(servers: CommandServers, tmp_path: Path) -> None:
-    h = await servers({"allowed": "*"})
+    h = await servers({"allowed": "*", "sandbox": HOST_PIDS})
     got = await h.ok("shell", command="sleep 60 >/dev/null 2>&1 & echo $! > bg.pid", root="workspace")
     assert "note" not in got  # its output was not held open, yet it is stopped all the same
     assert await eventually(lambda: gone(int((tmp_path / "workspace" / "bg.pid").read_text())), 5)
@@ -137,9 +141,9 @@ async def test_binary_output_never_crashes(servers: CommandServers) -> None:
 async def test_concurrency_cap_queues_the_rest(servers: CommandServers, tmp_path: Path) -> None:
     script = "touch run.$$; ls run.* | wc -l > count.$$; sleep 0.4; rm run.$$"
     for cap, expect in ((2, lambda m: m == 2), (8, lambda m: m >= 3)):
-        work = tmp_path / f"cap{cap}"
-        work.mkdir()
-        h = await servers({"allowed": "*", "max_concurrent": cap})
+        work = tmp_path / "workspace" / f"cap{cap}"  # in the root: sandboxed commands write only there
+        work.mkdir(parents=True)
+        h = await servers({"allowed": "*", "max_concurrent": cap, "sandbox": HOST_PIDS})  # $$ names files
         async with anyio.create_task_group() as tg:
             for _ in range(5):
                 tg.start_soon(partial(h.ok, "shell", command=script, working_directory=str(work)))

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from rootbound.roots import FILE_TOOLS
 
-__all__ = ["CommandsConfig", "Config", "ConfigError", "RootConfig", "load_config"]
+__all__ = ["CommandLimits", "CommandsConfig", "Config", "ConfigError", "RootConfig", "load_config"]
 
 DEFAULT_ROOT_NAME = "workspace"
 
@@ -46,6 +46,18 @@ class RootConfig(_Strict):
         return tools
 
 
+class CommandLimits(_Strict):
+    """Resource limits of every sandboxed command (null: leave the server's own limit)."""
+
+    cpu_seconds: Annotated[int | None, Field(ge=1, description="CPU time per process.")] = 3600
+    address_space: Annotated[int | None, Field(ge=1 << 20, description="Virtual memory per process, bytes.")] = \
+        16 << 30
+    processes: Annotated[int | None, Field(ge=1, description="Processes of the command's user (not enforced "
+                                                             "for uid 0: use run_as).")] = 4096
+    file_size: Annotated[int | None, Field(ge=1, description="Largest file a command may write, bytes.")] = 16 << 30
+    open_files: Annotated[int | None, Field(ge=16, description="Open file descriptors per process.")] = 4096
+
+
 class CommandsConfig(_Strict):
     allowed: list[str] | Literal["*"] = Field(
         default_factory=list, description='Programs the command tools may run, or "*" for any.')
@@ -65,6 +77,24 @@ class CommandsConfig(_Strict):
                                   "never passed to commands; ROOTBOUND_AUTH_TOKEN always is one.")
     allowed_loader_vars: list[str] = Field(default_factory=list, description="Loader variables (LD_*, DYLD_*) the "
                                            "agent may set through env/environment; all others are refused.")
+    sandbox: Literal["auto", "landlock", "bwrap", "off"] = Field(
+        default="auto", description="OS confinement of commands: auto (bubblewrap if it works, else Landlock), "
+        "landlock, bwrap, or off (no confinement: the allowlist is the only fence).")
+    network: bool = Field(default=False, description="Let sandboxed commands use the network (TCP under Landlock "
+                          "alone; everything under bubblewrap).")
+    run_as: str | None = Field(default=None, description="User (name or uid) that commands run as when the server "
+                               "runs as root.")
+    read_paths: list[str] = Field(default_factory=list, description="Host paths sandboxed commands may read and "
+                                  "execute besides the system directories and the roots.")
+    write_paths: list[str] = Field(default_factory=list, description="Host paths sandboxed commands may write "
+                                   "besides the writable roots and their private temp directory.")
+    limits: CommandLimits = Field(default_factory=CommandLimits)
+
+    @field_validator("sandbox", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: object) -> object:
+        # YAML 1.1 reads a bare `off` as false.
+        return "off" if value is False else value
 
     @field_validator("allowed")
     @classmethod

@@ -52,6 +52,7 @@ from rootbound.execution import groups
 from rootbound.execution.spill import SpillRoot, close_spill_root, find_spill_root, open_spill_root
 from rootbound.logs import log
 from rootbound.roots import Root, RootSet
+from rootbound.sandbox.select import headline as sandbox_headline
 from rootbound.tools import all_tools
 from rootbound.tools.base import CallContext, Progress, ToolSpec, call_tool
 
@@ -278,7 +279,8 @@ async def _serve_stdio_until_signal(app: App) -> None:
 
 def run(app: App, transport: str) -> None:
     log.info("starting", extra={"version": __version__, "transport": transport, "roots": list(app.roots),
-                                "config": app.config.source, "tools": len(app.tools)})
+                                "config": app.config.source, "tools": len(app.tools),
+                                "commands": sandbox_headline(app.config)})
     if transport == "stdio" and sys.stderr.isatty():
         names = ", ".join(app.roots)
         print(f"rootbound {__version__}: serving root(s) {names} over stdio. This process speaks MCP on "

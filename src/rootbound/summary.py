@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from rootbound import beneath
 from rootbound.execution.summary import describe_commands
 from rootbound.roots import FILE_TOOLS
+from rootbound.sandbox.select import launcher_for
 
 if TYPE_CHECKING:
     from rootbound.server import App
@@ -48,7 +49,7 @@ def policy(app: App) -> dict[str, Any]:
             "max_output_size": commands.max_output_size,
             "max_concurrent": commands.max_concurrent,
             "audit_log": commands.audit_log,
-            "os_confinement": None,
+            "os_confinement": launcher_for(cfg).name if commands.allowed else None,
             "description": command_lines,
             "problems": command_problems,
         },

@@ -1,20 +1,37 @@
 """What gets executed: a `Launch` (program, argv, working directory, environment), and the hook that wraps it.
 
-Every command goes through one `Launcher` before it is spawned. Today that is
-`UNCONFINED`, which changes nothing: commands run as the server's user with the
-server's view of the filesystem and network. An OS sandbox (bubblewrap, a
-Landlock launcher) plugs in here by returning a new `Launch` whose argv runs the
-original one inside it, e.g. `bwrap --ro-bind / / --bind ROOT ROOT ... -- argv`;
-nothing else in the runner has to change.
+Every command goes through one `Launcher` before it is spawned. `UNCONFINED`
+(`commands.sandbox: off`) changes nothing: commands run as the server's user with
+the server's view of the filesystem and network. The OS sandboxes
+(`rootbound.sandbox`) return a new `Launch` whose argv runs the original inside
+bubblewrap, or whose `spawn` starts it from a thread restricted by Landlock; the
+runner only honours `spawn`, `popen_options` and (through the service) `cleanup`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
-__all__ = ["UNCONFINED", "Launch", "Launcher"]
+if TYPE_CHECKING:
+    from rootbound.roots import Root
+
+__all__ = ["UNCONFINED", "Child", "Launch", "Launcher"]
+
+
+class Child(Protocol):
+    """A started command, as the runner drives it."""
+
+    pid: int
+    stdout: asyncio.StreamReader
+    stderr: asyncio.StreamReader
+    exited: asyncio.Event  # set once the process has exited (its output may still be open)
+
+    def returncode(self) -> int | None: ...  # negative: ended by that signal
+
+    def close(self) -> None: ...  # release pipes and handles; kill the process if it somehow still runs
 
 
 @dataclass(frozen=True)
@@ -24,21 +41,34 @@ class Launch:
     cwd_fd: int  # the checked working directory, as an open handle
     cwd_path: str  # its canonical path (for PWD, and for a sandbox to bind)
     env: Mapping[str, str]
+    roots: Sequence[Root] = ()  # the roots in force for this call: what a sandbox lets the command reach
+    # Set by a sandbox: start the command this way instead of the event loop's subprocess support.
+    spawn: Callable[[Launch], Awaitable[Child]] | None = None
+    popen_options: Mapping[str, Any] = field(default_factory=dict)  # extra subprocess options (pass_fds, user)
+    cleanup: Callable[[], None] | None = None  # run once the command has ended; quick (no waiting on the loop)
 
 
 class Launcher(Protocol):
     name: str
     confined: bool
+    problem: str | None  # why commands are refused (fail closed), for `rootbound check`
 
     def wrap(self, launch: Launch) -> Launch: ...
+
+    def describe(self) -> list[str]: ...  # what the confinement guarantees, for `rootbound check`
 
 
 class _Unconfined:
     name = "none"
     confined = False
+    problem: str | None = None
 
     def wrap(self, launch: Launch) -> Launch:
         return launch
+
+    def describe(self) -> list[str]:
+        return ["  OS confinement: NONE (commands.sandbox: off). Commands run as the server's user and can read, "
+                "write and reach whatever it can, outside the roots too; the allowlist is policy, not a sandbox"]
 
 
 UNCONFINED: Launcher = _Unconfined()

@@ -25,7 +25,7 @@ import anyio.to_thread
 
 from rootbound.execution import groups
 from rootbound.execution.environment import COMMAND_ID_VAR
-from rootbound.execution.launch import Launch
+from rootbound.execution.launch import Child, Launch
 from rootbound.execution.output import Capture, StreamResult
 from rootbound.execution.progress import ProgressFeed
 from rootbound.execution.spill import SpillFile
@@ -80,31 +80,45 @@ class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
         self.exited.set()
 
 
-@dataclass
-class _Child:
-    proc: asyncio.subprocess.Process
-    transport: asyncio.SubprocessTransport
-    protocol: _Protocol
+class _LoopChild:
+    """A command started by the event loop's own subprocess support (the `Child` the runner drives)."""
+
+    def __init__(self, transport: asyncio.SubprocessTransport, protocol: _Protocol,
+                 loop: asyncio.AbstractEventLoop) -> None:
+        proc = asyncio.subprocess.Process(transport, protocol, loop)
+        assert proc.stdout is not None and proc.stderr is not None
+        self.pid, self.stdout, self.stderr = proc.pid, proc.stdout, proc.stderr
+        self.exited = protocol.exited
+        self._transport = transport
+
+    def returncode(self) -> int | None:
+        return self._transport.get_returncode()
+
+    def close(self) -> None:
+        # Kills the leader if it is somehow still there, and closes our pipe ends even if a straggler holds theirs.
+        self._transport.close()
 
 
-async def _spawn(launch: Launch) -> _Child:
+async def _spawn(launch: Launch) -> Child:
     loop = asyncio.get_running_loop()
     try:
+        if launch.spawn is not None:
+            return await launch.spawn(launch)
         transport, protocol = await loop.subprocess_exec(
             lambda: _Protocol(loop), launch.argv[0], *launch.argv[1:], executable=launch.executable,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             cwd=f"/proc/self/fd/{launch.cwd_fd}", env=dict(launch.env),
-            start_new_session=True, close_fds=True,
+            start_new_session=True, close_fds=True, **launch.popen_options,
         )
     except OSError as exc:
         code = exc.errno or errno.EIO
         raise SpawnError(code, exc.strerror or str(exc)) from None
-    return _Child(asyncio.subprocess.Process(transport, protocol, loop), transport, protocol)
+    return _LoopChild(transport, protocol, loop)
 
 
-async def _cleanup(child: _Child, command_id: str, abnormal: bool) -> None:
+async def _cleanup(child: Child, command_id: str, abnormal: bool) -> None:
     """Leave nothing running: the group (if any member is left), stragglers after abnormal ends, the pipes."""
-    pgid = child.proc.pid
+    pgid = child.pid
     try:
         with anyio.CancelScope(shield=True):
             if groups.live_members(pgid):
@@ -112,11 +126,10 @@ async def _cleanup(child: _Child, command_id: str, abnormal: bool) -> None:
             if abnormal:
                 await anyio.to_thread.run_sync(groups.sweep, COMMAND_ID_VAR, command_id)
             with anyio.move_on_after(groups.KILL_GRACE):
-                await child.protocol.exited.wait()
+                await child.exited.wait()
     finally:
         groups.unregister(pgid)
-        # Kills the leader if it is somehow still there, and closes our pipe ends even if a straggler holds theirs.
-        child.transport.close()
+        child.close()
 
 
 async def run(launch: Launch, *, timeout: float, max_output: int, command_id: str,
@@ -127,22 +140,21 @@ async def run(launch: Launch, *, timeout: float, max_output: int, command_id: st
     err = Capture("stderr", max_output, open_spill, on_lines)
     start = time.perf_counter()
     child = await _spawn(launch)
-    proc = child.proc
-    groups.register(proc.pid)
-    readers = [asyncio.ensure_future(_read(proc.stdout, out)), asyncio.ensure_future(_read(proc.stderr, err))]
+    groups.register(child.pid)
+    readers = [asyncio.ensure_future(_read(child.stdout, out)), asyncio.ensure_future(_read(child.stderr, err))]
     pump = asyncio.ensure_future(progress.pump()) if progress is not None else None
-    waiter = asyncio.ensure_future(child.protocol.exited.wait())
+    waiter = asyncio.ensure_future(child.exited.wait())
     timed_out = held_open = False
     abnormal = True
     try:
         done, _ = await asyncio.wait({waiter}, timeout=timeout)
         if not done:
             timed_out = True
-            await groups.terminate_group(proc.pid)
+            await groups.terminate_group(child.pid)
         _, pending = await asyncio.wait(readers, timeout=DRAIN_SECONDS)
         if pending:
             held_open = True
-            await groups.terminate_group(proc.pid)
+            await groups.terminate_group(child.pid)
             await anyio.to_thread.run_sync(groups.sweep, COMMAND_ID_VAR, command_id)
             await asyncio.wait(pending, timeout=0.5)
         abnormal = timed_out or held_open
@@ -154,7 +166,7 @@ async def run(launch: Launch, *, timeout: float, max_output: int, command_id: st
     if progress is not None:
         with anyio.move_on_after(0.5):  # the last lines, unless the client is too slow to take them
             await progress.flush()
-    code = child.transport.get_returncode()
+    code = child.returncode()
     sig = None
     if code is not None and code < 0:
         try:

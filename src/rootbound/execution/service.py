@@ -135,7 +135,7 @@ async def execute(request: CommandRequest, *, config: Config, roots: Mapping[str
     command_id = new_command_id()
     record: dict[str, Any] = {"tool": request.tool, "command": request.command, "root": request.root,
                               "cwd": request.cwd, "command_id": command_id,
-                              "env_names": sorted(request.env) if request.env else None}
+                              "env_names": sorted(request.env) if request.env else None, "sandbox": launcher.name}
     start = time.perf_counter()
     try:
         argv = [SHELL, "-c", request.command] if request.shell else _argv(request)
@@ -155,14 +155,23 @@ async def execute(request: CommandRequest, *, config: Config, roots: Mapping[str
                 if pattern is not None:
                     raise Denied(f"command blocked by the server's policy (pattern {pattern!r}); nothing was run")
             timeout = min(request.timeout or config.commands.default_timeout, config.commands.max_timeout)
-            launch = launcher.wrap(Launch(executable, argv, workdir.fd, workdir.path, env))
             queued = time.perf_counter()
             async with _limiter(config.commands.max_concurrent):
                 record["queued_ms"] = round((time.perf_counter() - queued) * 1000, 2)
-                result = await run(launch, timeout=timeout, max_output=config.commands.max_output_size,
-                                   command_id=command_id,
-                                   open_spill=_spill_opener(roots, command_id, config.commands.max_spill_size),
-                                   progress=ProgressFeed(progress) if progress is not None else None)
+                # Wrapped only when its turn comes: a sandbox may hold resources (temp directory, placeholders).
+                try:
+                    launch = launcher.wrap(Launch(executable, argv, workdir.fd, workdir.path, env,
+                                                  roots=tuple(roots.values())))
+                except OSError as exc:
+                    raise ToolError(f"cannot set up the command sandbox: {exc}; nothing was run") from None
+                try:
+                    result = await run(launch, timeout=timeout, max_output=config.commands.max_output_size,
+                                       command_id=command_id,
+                                       open_spill=_spill_opener(roots, command_id, config.commands.max_spill_size),
+                                       progress=ProgressFeed(progress) if progress is not None else None)
+                finally:
+                    if launch.cleanup is not None:
+                        launch.cleanup()  # quick by contract (slow work goes to a thread of its own)
             record.update(decision="allowed", outcome="timed_out" if result.timed_out else "exited",
                           exit_code=result.exit_code, signal=result.signal, stdout_bytes=result.stdout.total_bytes,
                           stderr_bytes=result.stderr.total_bytes, truncated=result.truncated)

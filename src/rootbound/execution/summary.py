@@ -9,7 +9,7 @@ from rootbound.config import Config
 from rootbound.errors import ToolError
 from rootbound.execution.environment import ALWAYS_SECRET, BASE_PASSTHROUGH
 from rootbound.execution.groups import KILL_GRACE
-from rootbound.execution.launch import UNCONFINED, Launcher
+from rootbound.execution.launch import Launcher
 from rootbound.execution.policy import policy_for
 from rootbound.execution.runner import DRAIN_SECONDS
 from rootbound.execution.service import SHELL
@@ -25,11 +25,18 @@ _RUNNERS = frozenset({
 })
 
 
-def describe_commands(config: Config, launcher: Launcher = UNCONFINED) -> tuple[list[str], list[str]]:
-    """(lines to print, configuration problems). No problems and no lines when commands are off."""
+def describe_commands(config: Config, launcher: Launcher | None = None) -> tuple[list[str], list[str]]:
+    """(lines to print, configuration problems). No problems and no lines when commands are off.
+
+    `launcher` defaults to the one the configuration selects (`commands.sandbox`).
+    """
     c = config.commands
     if not c.allowed:
         return ["commands: off (no program allowed; execute_command and shell are not listed)"], []
+    if launcher is None:
+        from rootbound.sandbox.select import launcher_for  # the sandbox package builds on this one
+
+        launcher = launcher_for(config)
     policy = policy_for(c)
     problems: list[str] = []
     lines = ["commands: execute_command and shell are listed"]
@@ -67,9 +74,7 @@ def describe_commands(config: Config, launcher: Launcher = UNCONFINED) -> tuple[
                  f"spill files up to {c.max_spill_size} bytes); {c.max_concurrent} at once; open output after exit "
                  f"waits {DRAIN_SECONDS:g} s")
     lines.append(f"  audit: {c.audit_log or 'log only (commands.audit_log not set)'}")
-    if launcher.confined:
-        lines.append(f"  OS confinement: {launcher.name}")
-    else:
-        lines.append("  OS confinement: NONE yet. Commands run as the server's user and can read, write and reach "
-                     "whatever it can, outside the roots too; the allowlist is policy, not a sandbox")
+    lines.extend(launcher.describe())
+    if launcher.problem is not None:
+        problems.append(f"commands are refused: {launcher.problem}")
     return lines, problems

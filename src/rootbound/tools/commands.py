@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field, model_serializer
 from rootbound.execution.runner import RunResult
 from rootbound.execution.service import CommandRequest, Outcome, execute
 from rootbound.execution.yamltext import dump
+from rootbound.sandbox.select import launcher_for
 from rootbound.tools.base import Args, CallContext, ToolOutput, ToolSpec
 
 __all__ = ["TOOLS"]
@@ -112,7 +113,7 @@ async def execute_command(ctx: CallContext, args: ExecuteCommandArgs) -> ToolOut
 
 async def _run(ctx: CallContext, request: CommandRequest) -> Outcome:
     return await execute(request, config=ctx.config, roots=ctx.roots, project_dir=ctx.project_dir,
-                         progress=ctx.report_progress)
+                         progress=ctx.report_progress, launcher=launcher_for(ctx.config))
 
 
 # -- shell ----------------------------------------------------------------------------------------

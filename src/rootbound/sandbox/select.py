@@ -1,0 +1,117 @@
+"""Which sandbox runs the commands of a configuration (`commands.sandbox`), decided once and fail-closed.
+
+* `auto`: bubblewrap if it actually works here (probed), else Landlock;
+* `bwrap` / `landlock`: that one, or nothing;
+* `off`: no confinement, as the operator explicitly asked.
+
+When the chosen sandbox cannot be applied, the launcher is `Refusing`: every
+command is refused with the reason and the way to opt out, and `rootbound check`
+reports the problem. Nothing ever silently runs unconfined.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+
+from rootbound.config import Config
+from rootbound.errors import Denied
+from rootbound.execution.launch import UNCONFINED, Launch, Launcher
+from rootbound.sandbox import bwrap, creds, landlock
+from rootbound.sandbox.creds import RunAs
+from rootbound.sandbox.launchers import BwrapLauncher, LandlockLauncher
+
+__all__ = ["Refusing", "headline", "launcher_for", "resolve_user"]
+
+
+class Refusing:
+    """No sandbox can be applied: commands are refused (fail closed)."""
+
+    name = "refusing"
+    confined = False
+
+    def __init__(self, problem: str) -> None:
+        self.problem: str | None = problem
+
+    def wrap(self, launch: Launch) -> Launch:
+        raise Denied(f"commands are refused: {self.problem}. Nothing was run")
+
+    def describe(self) -> list[str]:
+        return [f"  OS confinement: UNAVAILABLE, so every command is refused: {self.problem}"]
+
+
+def resolve_user(name: str | None) -> RunAs | None:
+    """The `run_as` user; None when unset or already the server's user. Raises ValueError with the reason."""
+    if name is None:
+        return None
+    try:
+        entry = pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
+    except (KeyError, ValueError):
+        raise ValueError(f"commands.run_as: no such user: {name}") from None
+    if entry.pw_uid == os.geteuid():
+        return None
+    if os.geteuid() != 0:
+        raise ValueError(f"commands.run_as: cannot switch to {name}: the server does not run as root")
+    groups = tuple(sorted(set(os.getgrouplist(entry.pw_name, entry.pw_gid))))
+    return RunAs(entry.pw_name, entry.pw_uid, entry.pw_gid, groups)
+
+
+_OPT_OUT = "set commands.sandbox: off to run commands unconfined (the allowlist is then the only fence)"
+
+
+def _choose(config: Config) -> Launcher:
+    mode = config.commands.sandbox
+    if mode == "off":
+        return UNCONFINED
+    try:
+        user = resolve_user(config.commands.run_as)
+    except ValueError as exc:
+        return Refusing(str(exc))
+    level = landlock.support()
+    if mode in ("auto", "bwrap"):
+        found = bwrap.probe()
+        if found.ok:
+            return BwrapLauncher(config, user, level, found.detail)
+        if mode == "bwrap":
+            return Refusing(f"commands.sandbox is bwrap but {found.detail}; install bubblewrap (apt-get install "
+                            f"bubblewrap), choose commands.sandbox: landlock, or {_OPT_OUT}")
+    if level.available:
+        if user is not None and not creds.supported():
+            return Refusing(f"commands.run_as needs per-thread credentials, not implemented for "
+                            f"{os.uname().machine}; install bubblewrap, or {_OPT_OUT}")
+        return LandlockLauncher(config, user, level)
+    why = "no OS sandbox is available: " + level.describe()
+    if mode == "auto":
+        why += f", and {bwrap.probe().detail}"
+    return Refusing(f"{why}; install bubblewrap, or {_OPT_OUT}")
+
+
+_CACHE: dict[int, tuple[Config, Launcher]] = {}
+
+
+def launcher_for(config: Config) -> Launcher:
+    """The launcher for a configuration, chosen once (configurations are immutable)."""
+    hit = _CACHE.get(id(config))
+    if hit is not None and hit[0] is config:
+        return hit[1]
+    if len(_CACHE) > 32:
+        _CACHE.clear()
+    launcher = _choose(config)
+    _CACHE[id(config)] = (config, launcher)
+    return launcher
+
+
+def headline(config: Config) -> str:
+    """One line for the startup log: what confines commands (probes once, like the first command would)."""
+    if not config.commands.allowed:
+        return "commands: off"
+    launcher = launcher_for(config)
+    if isinstance(launcher, BwrapLauncher):
+        inner = f" + Landlock ABI {launcher.level.abi} inside" if launcher.level.available else ""
+        return f"commands sandbox: {launcher.version}{inner}"
+    if isinstance(launcher, LandlockLauncher):
+        return (f"commands sandbox: Landlock ABI {launcher.level.abi} only (protected paths not enforced for "
+                "commands, no PID or network namespace: install bubblewrap for those)")
+    if isinstance(launcher, Refusing):
+        return f"commands sandbox: NONE, every command is refused: {launcher.problem}"
+    return "commands sandbox: OFF (commands.sandbox: off): commands run unconfined as the server's user"
