@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -20,6 +20,8 @@ from rootbound.roots import FILE_TOOLS
 __all__ = ["CommandLimits", "CommandsConfig", "Config", "ConfigError", "RootConfig", "load_config"]
 
 DEFAULT_ROOT_NAME = "workspace"
+_C = TypeVar("_C", bound=BaseModel)
+_T = TypeVar("_T")
 
 
 class ConfigError(Exception):
@@ -266,3 +268,21 @@ def config_json_schema() -> dict[str, Any]:
     schema["title"] = "rootbound configuration"
     schema.get("properties", {}).pop("source", None)
     return schema
+
+
+def per_config(build: Callable[[_C], _T]) -> Callable[[_C], _T]:
+    """Memoise `build(config)` by the config object's identity: configs are frozen, so what is derived
+    from one (a command policy, the chosen sandbox) is computed once, not on every call."""
+    cache: dict[int, tuple[_C, _T]] = {}
+
+    def get(config: _C) -> _T:
+        hit = cache.get(id(config))
+        if hit is not None and hit[0] is config:
+            return hit[1]
+        if len(cache) > 32:
+            cache.clear()
+        value = build(config)
+        cache[id(config)] = (config, value)
+        return value
+
+    return get

@@ -20,7 +20,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rootbound.config import CommandsConfig
+from rootbound.config import CommandsConfig, per_config
 
 __all__ = ["DEFAULT_PATH", "CommandPolicy", "Decision", "policy_for"]
 
@@ -131,16 +131,7 @@ class CommandPolicy:
         return None
 
 
-_CACHE: dict[int, tuple[CommandsConfig, CommandPolicy]] = {}
-
-
+@per_config
 def policy_for(config: CommandsConfig) -> CommandPolicy:
-    """The policy for a configuration, built once (configurations are immutable)."""
-    hit = _CACHE.get(id(config))
-    if hit is not None and hit[0] is config:
-        return hit[1]
-    if len(_CACHE) > 32:
-        _CACHE.clear()
-    policy = CommandPolicy(config)
-    _CACHE[id(config)] = (config, policy)
-    return policy
+    """The policy for a configuration, built once."""
+    return CommandPolicy(config)

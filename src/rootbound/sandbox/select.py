@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import pwd
 
-from rootbound.config import Config
+from rootbound.config import Config, per_config
 from rootbound.errors import Denied
 from rootbound.execution.launch import UNCONFINED, Launch, Launcher
 from rootbound.sandbox import bwrap, creds, landlock
@@ -86,19 +86,10 @@ def _choose(config: Config) -> Launcher:
     return Refusing(f"{why}; install bubblewrap, or {_OPT_OUT}")
 
 
-_CACHE: dict[int, tuple[Config, Launcher]] = {}
-
-
+@per_config
 def launcher_for(config: Config) -> Launcher:
-    """The launcher for a configuration, chosen once (configurations are immutable)."""
-    hit = _CACHE.get(id(config))
-    if hit is not None and hit[0] is config:
-        return hit[1]
-    if len(_CACHE) > 32:
-        _CACHE.clear()
-    launcher = _choose(config)
-    _CACHE[id(config)] = (config, launcher)
-    return launcher
+    """The launcher for a configuration, chosen once."""
+    return _choose(config)
 
 
 def headline(config: Config) -> str:
