@@ -111,6 +111,8 @@ class App:
         # Commands whose output had to be cut keep the whole of it in a spill file, served read-only
         # as one more root (`command-output`) so the agent can page through it with read_file.
         self.spill: SpillRoot | None = None
+        if config.commands.allowed:
+            _hide_process_memory()
         if config.commands.allowed and find_spill_root(self.roots) is None:
             self.spill = open_spill_root(self.roots)
             self.roots = RootSet([*self.roots.values(), self.spill])
@@ -243,6 +245,18 @@ class App:
                 close_spill_root(root)
             else:
                 root.close()
+
+
+def _hide_process_memory() -> None:
+    """Make this process non-dumpable, so a process of our user without CAP_SYS_PTRACE cannot read our
+    /proc/<pid>/environ or memory, where ROOTBOUND_AUTH_TOKEN may live. Sandboxed commands are denied
+    that already (no capabilities, Landlock's ptrace scoping, bubblewrap's PID namespace); this also
+    covers `sandbox: off` with a non-root server. Children are dumpable again after exec."""
+    import ctypes
+
+    pr_set_dumpable = 4
+    if ctypes.CDLL(None, use_errno=True).prctl(pr_set_dumpable, 0, 0, 0, 0) != 0:
+        log.warning("could not make the server non-dumpable; commands may read its environment")
 
 
 def _is_wildcard(host: str) -> bool:
