@@ -5,6 +5,7 @@ Each test runs the real `rootbound serve --transport http` process on a free loo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -41,8 +42,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class Served(str):
+    """The server's base URL, with its process (to signal it)."""
+
+    proc: subprocess.Popen[bytes]
+
+
 @contextmanager
-def http_server(tmp_path: Path, **config: Any) -> Iterator[str]:
+def http_server(tmp_path: Path, **config: Any) -> Iterator[Served]:
     port = free_port()
     cfg = {"port": port, "roots": [{"name": "workspace", "path": str(tmp_path / "workspace")}], **config}
     (tmp_path / "workspace").mkdir(exist_ok=True)
@@ -52,7 +59,8 @@ def http_server(tmp_path: Path, **config: Any) -> Iterator[str]:
     log = (tmp_path / f"http-{port}.log").open("wb")
     proc = subprocess.Popen([sys.executable, "-m", "rootbound", "serve", "--transport", "http", "--config",
                              str(path)], stdout=subprocess.DEVNULL, stderr=log, env=env)
-    base = f"http://127.0.0.1:{port}"
+    base = Served(f"http://127.0.0.1:{port}")
+    base.proc = proc
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -168,3 +176,40 @@ async def test_fifty_concurrent_calls_over_fifty_sessions_and_on_one(tmp_path: P
                         for i in range(50):
                             tg.start_soon(run, i)
                 assert failures == []
+
+
+async def test_sigterm_lets_the_server_stop_and_kills_running_commands(tmp_path: Path) -> None:
+    marker = "31.4159"  # a sleep nobody else runs, to find it among the machine's processes
+    with http_server(tmp_path, commands={"allowed": ["sleep"]}, shutdown_grace=1) as base:
+
+        async def call() -> None:
+            with contextlib.suppress(Exception):  # the server goes away mid-call
+                async with mcp_client(base) as c:
+                    await c.call_tool("execute_command", {"command": f"sleep {marker}", "root": "workspace"})
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            with anyio.fail_after(20):
+                while not _running(marker):
+                    await anyio.sleep(0.05)
+            base.proc.send_signal(signal.SIGTERM)
+            with anyio.fail_after(30):
+                while base.proc.poll() is None:
+                    await anyio.sleep(0.05)
+    with anyio.fail_after(10):
+        while _running(marker):
+            await anyio.sleep(0.05)
+
+
+def _running(needle: str) -> bool:
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if needle.encode() in args and state not in (b"Z", b"X"):
+            return True
+    return False
