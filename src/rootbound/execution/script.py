@@ -119,6 +119,7 @@ class _Checker:
         self.literal: list[tuple[int, int]] = []  # spans a shell reads literally (quotes, comments, quoted heredocs)
         self.strings: list[tuple[int, int]] = []  # double-quoted text: literal for `<(`, not for `$(`
         self.backticks: list[tuple[int, int]] = []
+        self.heredoc_bodies: list[tuple[int, int]] = []  # unquoted bodies: /bin/sh joins continued lines there
 
     def text(self, node: Node) -> str:
         return self.src[node.start_byte:node.end_byte].decode("utf-8", "replace")
@@ -312,6 +313,8 @@ class _Checker:
             quoted = raw != delimiter
             if quoted:
                 self.literal.append((body.start_byte, body.end_byte))
+            else:
+                self.heredoc_bodies.append((body.start_byte, body.end_byte))
             for line in self.text(body).split("\n"):
                 if (line.lstrip("\t") if op == "<<-" else line) == delimiter:
                     self.fail("a here-document whose body contains its delimiter line", node)
@@ -347,6 +350,20 @@ class _Checker:
             if token == b"`" and _escaped(self.src, at) and not _inside(at, self.backticks):
                 continue
             self.fail(f"{token.decode()} at offset {at} that the parser did not read as a substitution")
+        self.continuations()
+
+    def continuations(self) -> None:
+        """A backslash-newline glued to text: /bin/sh deletes it before reading tokens (`$\\<newline>(` is `$(`),
+        the parser does not. Only the usual style, a space before the backslash, cannot join two tokens."""
+        for match in re.finditer(rb"\\\n", self.src):
+            at = match.start()
+            if _escaped(self.src, at) or _inside(at, self.literal):
+                continue
+            before = self.src[at - 1] if at else ord("\n")
+            if before not in b" \t\n" or _inside(at, self.heredoc_bodies):
+                self.fail(f"a line continuation (backslash-newline) at offset {at} inside a word, an operator or a "
+                          "here-document; /bin/sh joins the lines before it reads them. Put a space before the "
+                          "backslash, or keep the word on one line")
 
 
 def _inside(at: int, spans: list[tuple[int, int]]) -> bool:

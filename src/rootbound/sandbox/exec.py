@@ -15,6 +15,7 @@ options (all repeatable but --cwd/--net/--abi):
     --read PATH / --write PATH / --device PATH / --list PATH    Landlock rules
     --net 0|1        allow TCP
     --abi N          apply Landlock at this ABI (0: not at all)
+    --no-unix 1      refuse socket(AF_UNIX) with seccomp (`seccomp.py`; network off)
 
 It then executes the command in place (same process). It imports nothing heavy:
 every millisecond here is paid by every command.
@@ -27,7 +28,7 @@ import os
 import resource
 import sys
 
-from rootbound.sandbox import creds, landlock
+from rootbound.sandbox import creds, landlock, seccomp
 
 __all__ = ["main"]
 
@@ -76,6 +77,8 @@ def _run(args: list[str]) -> None:
     creds.drop_capabilities()
     for path in options.get("mkdir", []):
         os.makedirs(path, 0o700, exist_ok=True)
+    if options.get("no-unix"):
+        seccomp.deny_unix_sockets()
     if ruleset is not None:
         landlock.enforce(ruleset)
     executable, argv = command[0], command[1:]

@@ -21,7 +21,7 @@ from functools import partial
 
 from rootbound.config import Config
 from rootbound.execution.launch import Launch
-from rootbound.sandbox import bwrap, creds, landlock, limits
+from rootbound.sandbox import bwrap, creds, landlock, limits, seccomp
 from rootbound.sandbox.creds import RunAs
 from rootbound.sandbox.layout import DEVICES, SYSTEM_PATHS, Layout, is_under, layout
 from rootbound.sandbox.protect import Guards, guard_root, unenforced_rules
@@ -88,6 +88,10 @@ class _Base:
         return lines
 
 
+def _no_unix(config: Config) -> bool:
+    return not config.commands.network and seccomp.supported()
+
+
 def _home(env: dict[str, str], where: Layout, private: str) -> bool:
     """Point HOME at `private` unless the command can read the server's HOME; True when it did."""
     if where.home is not None:
@@ -108,12 +112,15 @@ class LandlockLauncher(_Base):
         return [f"  OS confinement: Landlock only ({self.level.describe()})",
                 *self._common_lines(),
                 f"  network: {net}; UDP and other non-TCP traffic is not restricted by Landlock",
+                "  UNIX sockets: " + ("cannot be created (seccomp), so no pathname socket outside (docker, tmux, "
+                                      "ssh-agent) is reachable" if _no_unix(self.config) else "allowed"),
                 "  signals: " + ("commands cannot signal the server or other commands (Landlock scope)"
                                  if self.level.scopes else "NOT scoped (Landlock ABI < 6)"),
                 *self._protected_lines(False),
                 "  not covered by Landlock alone: read-only roots nested inside writable roots are writable; "
                 "processes that leave the process group and scrub their environment can outlive the call; "
-                "pathname UNIX sockets (e.g. /run/docker.sock, if readable) can be connected to; "
+                "with the network allowed, pathname UNIX sockets (e.g. /run/docker.sock, if readable) can be "
+                "connected to; "
                 "/proc shows every process (their environments are protected by the missing capabilities only)"]
 
     def wrap(self, launch: Launch) -> Launch:
@@ -183,6 +190,8 @@ def _restrict(*, rules: list[landlock.Rule], network: bool, user: RunAs | None, 
         os.close(ruleset)
         raise
     landlock.enforce(ruleset)
+    if not network and seccomp.supported():
+        seccomp.deny_unix_sockets()
 
 
 class BwrapLauncher(_Base):
@@ -199,8 +208,10 @@ class BwrapLauncher(_Base):
         return [f"  OS confinement: bubblewrap ({self.version}) + {inner} inside",
                 *self._common_lines(),
                 "  view: system directories read-only, private /tmp, /dev and /proc; everything else absent",
-                "  network: " + ("shared with the host" if self.config.commands.network else
-                                 "none (own network namespace: no TCP, UDP or host sockets)"),
+                "  network: " + ("shared with the host, and pathname UNIX sockets the command can see are reachable"
+                                 if self.config.commands.network else
+                                 "none (own network namespace: no TCP or UDP; UNIX sockets cannot be created "
+                                 "(seccomp), so host sockets in a visible directory are unreachable too)"),
                 "  processes: own PID namespace (cannot see or signal the server; everything left behind is "
                 "killed when the command exits); dies with the server",
                 *self._protected_lines(True)]
@@ -234,6 +245,8 @@ class BwrapLauncher(_Base):
             opts += ["--user", f"{self.user.uid}:{self.user.gid}:{','.join(map(str, self.user.groups))}"]
         if private_home:
             opts += ["--mkdir", bwrap.HOME]
+        if not self.config.commands.network and seccomp.supported():
+            opts += ["--no-unix", "1"]
         if self.level.available:
             opts += ["--abi", str(self.level.abi), "--net", "1" if self.config.commands.network else "0"]
             for path in (*where.read_paths, *where.programs, "/proc", *(r.real_path for r in where.readonly)):
