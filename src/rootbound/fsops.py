@@ -37,8 +37,9 @@ from rootbound.errors import ToolError
 
 __all__ = [
     "TEMP_PREFIX", "TEMP_SUFFIX", "UMASK", "CopyStats", "EntryError", "Located", "append", "copy_fd", "copy_tree",
-    "is_inside", "is_temp_name", "locate", "lstat_or_none", "make_temp_dir", "real_relpath", "remove_tree",
-    "rename_noreplace", "sha256_fd", "target_lock", "temp_name", "undo_dirs", "walk_names", "write_all", "write_file",
+    "fd_path", "is_inside", "is_temp_name", "locate", "lstat_or_none", "make_temp_dir", "real_relpath", "remove_tree",
+    "rename_noreplace", "sha256_fd", "target_lock", "temp_name", "undo_dirs", "walk_entries", "walk_names", "write_all",
+    "write_file",
 ]
 
 TEMP_PREFIX: Final = ".rootbound-"
@@ -161,19 +162,32 @@ def sha256_fd(fd: int) -> str:
     return digest.hexdigest()
 
 
-def real_relpath(dirfd: int, root_real: str) -> list[str] | None:
-    """Where `dirfd` really is, as components relative to the root's real path; None if unknown.
-
-    Used only to match protected-path rules and the symlink policy, never to open anything.
-    """
+def fd_path(fd: int) -> str | None:
+    """Where the open directory `fd` is now, as a host path; None if unknown (no /proc) or deleted."""
     try:
-        where = os.readlink(f"/proc/self/fd/{dirfd}")
+        where = os.readlink(f"/proc/self/fd/{fd}")
     except OSError:
         return None
-    base = root_real.rstrip("/")
-    if where in (root_real, base):
+    if not where.startswith("/") or where.endswith(" (deleted)"):
+        return None
+    return where
+
+
+def real_relpath(dirfd: int, rootfd: int) -> list[str] | None:
+    """Where `dirfd` really is, as components relative to the root open at `rootfd`; None if unknown.
+
+    Both places are read now, from the handles: a root's configured path goes stale when
+    the directory is renamed (through an enclosing root, say), and a stale base would hide
+    a path's real location from the protected-path rules.
+    Used only to match protected-path rules and the symlink policy, never to open anything.
+    """
+    where, base = fd_path(dirfd), fd_path(rootfd)
+    if where is None or base is None:
+        return None
+    if where == base:
         return []
-    if where.startswith(base + "/") and not where.endswith(" (deleted)"):
+    base = base.rstrip("/")
+    if where.startswith(base + "/"):
         return where[len(base) + 1:].split("/")
     return None
 
@@ -450,10 +464,56 @@ def remove_tree(dirfd: int, name: str) -> None:
 
 def walk_names(dirfd: int, name: str) -> Iterator[str]:
     """Every entry below directory `name`, as a path relative to it; symlinks are listed, not entered."""
-    for top, dirs, files, _ in os.fwalk(name, dir_fd=dirfd, follow_symlinks=False):
-        rel = top[len(name) + 1:]
-        for entry in (*dirs, *files):
-            yield f"{rel}/{entry}" if rel else entry
+    for rel, _ in walk_entries(dirfd, name):
+        yield rel
+
+
+def _listing(fd: int) -> list[os.DirEntry[str]]:
+    with os.scandir(fd) as it:
+        return sorted(it, key=lambda e: e.name)
+
+
+def walk_entries(dirfd: int, name: str) -> Iterator[tuple[str, str | None]]:
+    """Every entry below directory `name`: (path relative to it, the symlink's text or None).
+
+    By descriptor and without recursion (os.fwalk recurses, and a tree a thousand levels
+    deep crashed it). Symlinks are listed, never entered. A tree deeper than the copy limit
+    is refused rather than half-walked, since callers check every entry against the
+    protected-path rules.
+    """
+    top = os.open(name, _DIR | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dirfd)
+    stack: list[tuple[int, str, Iterator[os.DirEntry[str]]]] = []
+    try:
+        stack.append((top, "", iter(_listing(top))))
+        while stack:
+            fd, prefix, entries = stack[-1]
+            for de in entries:
+                rel = prefix + de.name
+                if de.is_dir(follow_symlinks=False):
+                    yield rel, None
+                    if len(stack) >= _MAX_DEPTH:
+                        raise ToolError(f"folder too deep: more than {_MAX_DEPTH} levels below {name}; "
+                                        "nothing was changed")
+                    try:
+                        sub = os.open(de.name, _DIR | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+                    except OSError as exc:
+                        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                            continue  # removed, or replaced by a file or link, since it was listed
+                        raise
+                    stack.append((sub, rel + "/", iter(())))  # stacked first: closed by `finally` if listing fails
+                    stack[-1] = (sub, rel + "/", iter(_listing(sub)))
+                    break
+                text = None
+                if de.is_symlink():
+                    with contextlib.suppress(OSError):  # gone, or no longer a link
+                        text = os.readlink(de.name, dir_fd=fd)
+                yield rel, text
+            else:
+                stack.pop()
+                os.close(fd)
+    finally:
+        for fd, _, _ in stack:
+            os.close(fd)
 
 
 def make_temp_dir(dirfd: int) -> tuple[int, str]:

@@ -19,7 +19,9 @@ Matching rules (the README repeats them):
 
 from __future__ import annotations
 
+import bisect
 import re
+from array import array
 from dataclasses import dataclass, field
 
 __all__ = ["Applied", "FilePatch", "Hunk", "PatchError", "apply", "parse", "select"]
@@ -277,17 +279,47 @@ def _eol(lines: list[bytes], hunks: list[Hunk]) -> bytes:
     return b"\r\n" if bodies and all(b.endswith(b"\r") for b in bodies) else b"\n"
 
 
-def _find(keys: list[bytes], old: list[bytes], expected: int, floor: int) -> int | None:
+class _Lines:
+    """The file's line keys joined into one bytes object, so a hunk is found with `bytes.find`.
+
+    Comparing line lists at every candidate position costs lines x hunk length: a file of
+    identical lines and a long hunk that almost matches kept a worker busy for hours. CPython's
+    `find` switches to the two-way algorithm when a search gets expensive, so it stays linear;
+    the nearest match *before* a place is found the same way in the reversed text.
+    """
+
+    def __init__(self, keys: list[bytes]) -> None:
+        self.count = len(keys)
+        self.blob = b"\n" + b"\n".join(keys) + b"\n"  # every line sits between two "\n"s (keys hold none)
+        self.reverse = self.blob[::-1]
+        self.starts = array("q", [0])  # offset of the "\n" before each line (and one past the last)
+        offset = 0
+        for key in keys:
+            offset += len(key) + 1
+            self.starts.append(offset)
+
+    def line_at(self, offset: int) -> int:
+        return bisect.bisect_left(self.starts, offset)
+
+
+def _find(lines: _Lines, old: list[bytes], expected: int, floor: int) -> int | None:
     """The match of `old` nearest to `expected` at or after `floor`; ties go to the earlier line."""
-    last = len(keys) - len(old)
+    last = lines.count - len(old)
     if last < floor:
         return None
     expected = min(max(expected, floor), last)
-    for d in range(max(expected - floor, last - expected) + 1):
-        for p in (expected - d, expected + d):
-            if floor <= p <= last and keys[p] == old[0] and keys[p:p + len(old)] == old:
-                return p
-    return None
+    needle = b"\n" + b"\n".join(old) + b"\n"  # whole lines only: it starts and ends on a line break
+    at, size, total = lines.starts[expected], len(needle), len(lines.blob)
+    found = lines.blob.find(needle, at)
+    after = lines.line_at(found) if found >= 0 else None
+    if after == expected:
+        return after
+    # The last match starting in [floor, expected]: the first one of the reversed needle in the reversed text.
+    r = lines.reverse.find(needle[::-1], max(total - at - size, 0), total - lines.starts[floor])
+    before = lines.line_at(total - r - size) if r >= 0 else None
+    if before is None or (after is not None and after - expected < expected - before):
+        return after
+    return before
 
 
 def _mismatch(keys: list[bytes], old: list[bytes], at: int, hunk: Hunk) -> PatchError:
@@ -313,6 +345,7 @@ def apply(data: bytes, fp: FilePatch) -> tuple[bytes, list[Applied]]:
     """Apply every hunk of `fp` to `data`, or raise `PatchError` and change nothing."""
     lines = _split(data)
     keys = [_key(ln) for ln in lines]
+    found_in = _Lines(keys)
     eol = _eol(lines, fp.hunks)
     had_eol = not lines or lines[-1].endswith(b"\n")
     out: list[bytes] = []
@@ -331,7 +364,7 @@ def apply(data: bytes, fp: FilePatch) -> tuple[bytes, list[Applied]]:
         if not old:  # pure insertion: nothing to match, it goes where the header says
             pos: int | None = min(max(expected, cursor), len(lines))
         else:
-            pos = _find(keys, old, expected, cursor)
+            pos = _find(found_in, old, expected, cursor)
         if pos is None:
             raise _mismatch(keys, old, expected, hunk)
         out.extend(lines[cursor:pos])

@@ -81,15 +81,33 @@ async def _in_thread(fn: Callable[[threading.Event], BaseModel]) -> BaseModel:
 
 
 def _start_dir(root: Root, path: str) -> tuple[int, os.stat_result, str]:
-    """Open `path` (in-root symlinks followed, outside ones refused); return it with its display prefix."""
-    fd = root.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    """Open `path` (in-root symlinks followed, outside ones refused); return it with its display prefix.
+
+    It is looked at through an O_PATH handle first and opened for reading only if it is a
+    directory or a regular file: opening a device can have effects of its own (a tty becomes
+    the controlling terminal, a tape rewinds), and opening a FIFO wakes a writer waiting on it.
+    Anything else comes back as that O_PATH handle, for the caller to refuse by its `st`.
+    """
+    probe = root.open(path, os.O_PATH)
     try:
-        st = os.fstat(fd)
+        st = os.fstat(probe)
+        if stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode):
+            try:  # the same inode the probe holds, not the path again
+                fd = os.open(f"/proc/self/fd/{probe}", os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:  # no /proc: open the path again and make sure it is the same file
+                fd = root.open(path, os.O_RDONLY | os.O_NONBLOCK)
+                if not os.path.samestat(os.fstat(fd), st):
+                    os.close(fd)
+                    raise ToolError(f"{path} changed while being opened; try again") from None
+            except OSError as exc:
+                raise root.os_error(exc, path) from None
+            os.close(probe)
+            probe = fd
     except BaseException:
-        os.close(fd)
+        os.close(probe)
         raise
     parts = split_path(path)
-    return fd, st, "/".join(parts) + "/" if parts else ""
+    return probe, st, "/".join(parts) + "/" if parts else ""
 
 
 # -- grep -----------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from rootbound.protected import Matcher, matcher
 from rootbound.roots import Root, file_type, split_path
 from rootbound.tools.base import CallContext
 
-__all__ = ["Guard", "check_expected", "current_sha256", "keep_owner", "read_current", "real_parts",
+__all__ = ["Guard", "check_expected", "current_sha256", "host_path", "keep_owner", "read_current", "real_parts",
            "regular_or_none", "resolve", "sha256", "unchanged_since"]
 
 
@@ -40,13 +40,46 @@ class Guard:
             raise Denied(f"protected path: {shown} matches the protected_paths rule {rule!r}; the file tools may "
                          "not write, patch, remove or move onto it (the operator can change protected_paths)")
 
+    def check_real(self, root: Root, where: list[str], shown: str) -> None:
+        """Check a real location, relative to the root and also as a host path.
+
+        The host path matters when the root itself lies inside a protected tree: a client
+        root narrowed to `repo/.git` must not make `hooks/pre-commit` an ordinary path.
+        (Anchored rules cannot match the host spelling: they stay root-relative.)
+        """
+        if not self.rules:
+            return
+        self.check("/".join(where), shown)
+        self.check("/".join([*_host_parts(root), *where]), shown)
+
     def check_located(self, root: Root, loc: fsops.Located, given: list[str], shown: str) -> list[str] | None:
         """Check the given spelling and the real location; return the real root-relative path (None if unknown)."""
         self.check("/".join(given), shown)
+        self.check("/".join(_lexical(given)), shown)  # `.git/x/../config`, even where /proc cannot tell
         where = real_parts(root, loc)
         if where is not None:
-            self.check("/".join(where), shown)
+            self.check_real(root, where, shown)
         return where
+
+
+def host_path(root: Root) -> str:
+    """The root's host path now (it may have been renamed since it was opened)."""
+    return fsops.fd_path(root.fd) or root.real_path
+
+
+def _host_parts(root: Root) -> list[str]:
+    return [p for p in host_path(root).split("/") if p]
+
+
+def _lexical(parts: list[str]) -> list[str]:
+    """`parts` with each `..` cancelling the name before it (a spelling to match rules on, never to open)."""
+    out: list[str] = []
+    for part in parts:
+        if part != "..":
+            out.append(part)
+        elif out:
+            out.pop()
+    return out
 
 
 @contextlib.contextmanager
@@ -78,7 +111,7 @@ def resolve(ctx: CallContext, root: Root, path: str, *, follow: bool = True, mak
 
 def real_parts(root: Root, loc: fsops.Located) -> list[str] | None:
     """Where the target really is, relative to the root (through symlinks and `..`); None if unknown."""
-    real = fsops.real_relpath(loc.dirfd, root.real_path)
+    real = fsops.real_relpath(loc.dirfd, root.fd)
     if real is None:
         return None
     return real if loc.name == "." else [*real, loc.name]

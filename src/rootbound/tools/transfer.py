@@ -31,7 +31,7 @@ from rootbound.beneath import open_beneath
 from rootbound.errors import ToolError
 from rootbound.roots import Root, display_path, file_type, split_path
 from rootbound.tools.base import Args, CallContext, RelPath, ToolSpec, writes
-from rootbound.tools.targets import Guard, keep_owner, regular_or_none, resolve
+from rootbound.tools.targets import Guard, host_path, keep_owner, regular_or_none, resolve
 
 __all__ = ["TOOLS"]
 
@@ -107,7 +107,7 @@ def _destination(ctx: CallContext, root: Root, dest_path: str, name: str, guard:
         yield loc, real, inner
 
 
-def _copy_folder(sfd: int, sst: os.stat_result, loc: fsops.Located, real: list[str] | None, shown: str,
+def _copy_folder(root: Root, sfd: int, sst: os.stat_result, loc: fsops.Located, real: list[str] | None, shown: str,
                  guard: Guard, *, refuse_skips: str | None = None) -> fsops.CopyStats:
     """Copy the folder open at `sfd` to the new entry `loc`, all or nothing.
 
@@ -119,7 +119,7 @@ def _copy_folder(sfd: int, sst: os.stat_result, loc: fsops.Located, real: list[s
         if guard:
             guard.check(f"{given}/{rel}", f"{shown}/{rel}")
             if real is not None:
-                guard.check("/".join([*real, rel]), f"{shown}/{rel}")
+                guard.check_real(root, [*real, rel], f"{shown}/{rel}")
 
     stats = fsops.CopyStats()
     tfd, tmp = fsops.make_temp_dir(loc.dirfd)
@@ -157,7 +157,7 @@ def _skipped(stats: fsops.CopyStats) -> list[Skipped] | None:
 def _source_name(root: Root, parts: list[str], fd: int) -> str:
     if parts and parts[-1] != "..":
         return parts[-1]
-    real = fsops.real_relpath(fd, root.real_path)
+    real = fsops.real_relpath(fd, root.fd)
     if real == []:
         return root.name  # the root itself: its copy is named after the root
     if real:
@@ -165,22 +165,44 @@ def _source_name(root: Root, parts: list[str], fd: int) -> str:
     raise ToolError("cannot tell the source's name; give its path without a trailing '..'")
 
 
+def _open_source(root: Root, parts: list[str], path: str) -> int:
+    """Open a copy's source for reading: what its path leads to, through symlinks that stay in the root.
+
+    Looked at through an O_PATH handle first, so a FIFO or device is refused without being
+    opened (opening one can wake a waiting writer, or do what the device does on open)."""
+    try:
+        probe = open_beneath(root.fd, parts, os.O_PATH | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise ToolError(f"source file not found: {path}") from None
+    except OSError as exc:
+        raise root.os_error(exc, path) from None
+    try:
+        st = os.fstat(probe)
+        if not stat.S_ISDIR(st.st_mode) and not stat.S_ISREG(st.st_mode):
+            raise ToolError(f"not a regular file: {path} is a {file_type(st.st_mode)}")
+        try:  # the inode the probe holds, not the path again
+            return os.open(f"/proc/self/fd/{probe}", os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:  # no /proc: open the path again, and check it is the same entry
+            fd = open_beneath(root.fd, parts, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            if not os.path.samestat(os.fstat(fd), st):
+                os.close(fd)
+                raise ToolError(f"{path} changed while being opened; try again") from None
+            return fd
+    except OSError as exc:
+        raise root.os_error(exc, path) from None
+    finally:
+        os.close(probe)
+
+
 def copy(ctx: CallContext, args: TransferArgs) -> CopyResult:
     src_root = ctx.roots.get_for(args.source_root, "copy")
     dst_root = ctx.roots.get_for(args.dest_root, "copy")
     guard = Guard(ctx)
     parts = split_path(args.source_path)
-    try:  # the source is what its path leads to, through symlinks that stay in the source root
-        sfd = open_beneath(src_root.fd, parts, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise ToolError(f"source file not found: {args.source_path}") from None
-    except OSError as exc:
-        raise src_root.os_error(exc, args.source_path) from None
+    sfd = _open_source(src_root, parts, args.source_path)
     try:
         sst = os.fstat(sfd)
         is_dir = stat.S_ISDIR(sst.st_mode)
-        if not is_dir and not stat.S_ISREG(sst.st_mode):
-            raise ToolError(f"not a regular file: {args.source_path} is a {file_type(sst.st_mode)}")
         name = _source_name(src_root, parts, sfd)
         with _destination(ctx, dst_root, args.dest_path, name, guard, follow_final=True) as (loc, real, shown):
             if is_dir:
@@ -189,7 +211,7 @@ def copy(ctx: CallContext, args: TransferArgs) -> CopyResult:
                                     "it first or choose a new name")
                 if fsops.is_inside(loc.dirfd, sst):
                     raise ToolError(f"cannot copy a folder into itself: {args.source_path} -> {shown}")
-                stats = _copy_folder(sfd, sst, loc, real, shown, guard)
+                stats = _copy_folder(dst_root, sfd, sst, loc, real, shown, guard)
                 return CopyResult(source=display_path(parts), destination=display_path(split_path(shown)),
                                   is_directory=True, size=stats.bytes, files_copied=stats.files,
                                   skipped=_skipped(stats))
@@ -225,8 +247,8 @@ def move(ctx: CallContext, args: TransferArgs) -> MoveResult:
             raise ToolError(f"source file not found: {source}")
         sst = sloc.st
         is_dir = stat.S_ISDIR(sst.st_mode)
-        inside = list(fsops.walk_names(sloc.dirfd, sloc.name)) if is_dir and guard else []
-        _check_tree(guard, inside, source, sreal)  # moving a protected file away removes it
+        inside, links = _contents(sloc, sst, guard)
+        _check_tree(guard, src_root, inside, source, sreal)  # moving a protected file away removes it
         with _destination(ctx, dst_root, args.dest_path, sloc.name, guard, follow_final=False) as (loc, real, shown):
             tst = fsops.lstat_or_none(loc.dirfd, loc.name) if loc.name != "." else loc.st
             if tst is not None and os.path.samestat(tst, sst):
@@ -238,7 +260,8 @@ def move(ctx: CallContext, args: TransferArgs) -> MoveResult:
             if tst is not None and (stat.S_ISDIR(tst.st_mode) or is_dir):
                 raise ToolError(f"destination already exists: {shown} ({file_type(tst.st_mode)}); a move replaces "
                                 "only a file with a file")
-            _check_tree(guard, inside, shown, real)  # nor may a folder plant one at its new place
+            _check_tree(guard, dst_root, inside, shown, real)  # nor may a folder plant one at its new place
+            _check_links(links, (src_root, sreal), (dst_root, real), is_dir, source)
             method: Literal["rename", "copy"] = "rename"
             try:
                 if is_dir:
@@ -248,7 +271,7 @@ def move(ctx: CallContext, args: TransferArgs) -> MoveResult:
             except OSError as exc:
                 if exc.errno == errno.EXDEV:  # another filesystem: copy, then delete
                     method = "copy"
-                    _move_by_copy(sloc, sst, loc, real, shown, guard, source)
+                    _move_by_copy(dst_root, sloc, sst, loc, real, shown, guard, source)
                 elif exc.errno == errno.EINVAL:
                     raise ToolError(f"cannot move a folder into itself: {source} -> {shown}") from None
                 elif exc.errno in (errno.EEXIST, errno.ENOTEMPTY):
@@ -259,15 +282,60 @@ def move(ctx: CallContext, args: TransferArgs) -> MoveResult:
                       is_directory=is_dir, method=method)
 
 
-def _check_tree(guard: Guard, rels: list[str], base: str, real: list[str] | None) -> None:
+def _check_tree(guard: Guard, root: Root, rels: list[str], base: str, real: list[str] | None) -> None:
     given = "/".join(split_path(base))
     for rel in rels:
         guard.check(f"{given}/{rel}", f"{base}/{rel}")
         if real is not None:
-            guard.check("/".join([*real, rel]), f"{base}/{rel}")
+            guard.check_real(root, [*real, rel], f"{base}/{rel}")
 
 
-def _move_by_copy(sloc: fsops.Located, sst: os.stat_result, loc: fsops.Located, real: list[str] | None,
+def _contents(sloc: fsops.Located, sst: os.stat_result, guard: Guard) -> tuple[list[str], list[tuple[str, str]]]:
+    """What a move carries: the paths inside a folder (for the protected-path rules) and every
+    symlink in it as (path inside, link text); a symlink source is the one link, at ""."""
+    if stat.S_ISLNK(sst.st_mode):
+        return [], [("", os.readlink(sloc.name, dir_fd=sloc.dirfd))]
+    if not stat.S_ISDIR(sst.st_mode):
+        return [], []
+    inside: list[str] = []
+    links: list[tuple[str, str]] = []
+    for rel, text in fsops.walk_entries(sloc.dirfd, sloc.name):
+        if guard:
+            inside.append(rel)
+        if text is not None:
+            links.append((rel, text))
+    return inside, links
+
+
+def _host_target(root: Root, base: list[str], rel: str, text: str) -> str:
+    return os.path.normpath("/".join([host_path(root), *base, *rel.split("/")[:-1], text]))
+
+
+def _check_links(links: list[tuple[str, str]], src: tuple[Root, list[str] | None],
+                 dst: tuple[Root, list[str] | None], is_dir: bool, source: str) -> None:
+    """A move carries links by their text, so a relative link's target moves with it. Refuse a move
+    that would turn a link into one leading out of the destination root (somewhere it did not lead
+    before). Absolute links lead where they always did, and the resolver refuses them anyway."""
+    (src_root, sreal), (dst_root, dreal) = src, dst
+    # The place a link's text is resolved from: the folder moved, or the link's own parent.
+    sbase = sreal if is_dir or sreal is None else sreal[:-1]
+    dbase = dreal if is_dir or dreal is None else dreal[:-1]
+    for rel, text in links:
+        if text.startswith("/"):
+            continue
+        rel = rel or "link"  # only the directory part of `rel` matters
+        if link_stays_inside(dbase, rel, text):
+            continue
+        if sbase is not None and dbase is not None and \
+                _host_target(src_root, sbase, rel, text) == _host_target(dst_root, dbase, rel, text):
+            continue  # it already led out of the root, to the same place
+        what = f"symlink {source}" if not is_dir else f"{source}: its symlink {rel}"
+        raise ToolError(f"cannot move {what} there: from its new place the link would lead outside the "
+                        "destination root; nothing was changed")
+
+
+def _move_by_copy(dst_root: Root, sloc: fsops.Located, sst: os.stat_result, loc: fsops.Located,
+                  real: list[str] | None,
                   shown: str, guard: Guard, source: str) -> None:
     mode = sst.st_mode
     if stat.S_ISLNK(mode):
@@ -294,7 +362,7 @@ def _move_by_copy(sloc: fsops.Located, sst: os.stat_result, loc: fsops.Located, 
         else:
             if fsops.is_inside(loc.dirfd, sst):
                 raise ToolError(f"cannot move a folder into itself: {source} -> {shown}")
-            _copy_folder(sfd, sst, loc, real, shown, guard, refuse_skips=source)
+            _copy_folder(dst_root, sfd, sst, loc, real, shown, guard, refuse_skips=source)
     finally:
         os.close(sfd)
     try:

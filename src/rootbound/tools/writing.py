@@ -285,7 +285,7 @@ def remove_folder(ctx: CallContext, args: PathArgs) -> RemoveFolderResult:
             if guard:
                 guard.check(f"{given}/{rel}", f"{path.rstrip('/')}/{rel}")
                 if real is not None:
-                    guard.check("/".join([*real, rel]), f"{path.rstrip('/')}/{rel}")
+                    guard.check_real(root, [*real, rel], f"{path.rstrip('/')}/{rel}")
         try:
             fsops.remove_tree(loc.dirfd, loc.name)
         except OSError as exc:
