@@ -390,6 +390,7 @@ TOOLS = [
         "If dest_path is an existing folder, the source moves inside it under its own name. An existing file at "
         "the destination is replaced; an existing folder is not. Atomic (a rename) on one filesystem; across "
         "filesystems it copies and then removes the source, and refuses beforehand if anything could not be "
-        "copied. A symlink is moved as a link. The root itself cannot be moved.",
+        "copied. A symlink is moved as a link; a move that would make a relative link lead outside its root is "
+        "refused. The root itself cannot be moved.",
         TransferArgs, MoveResult, writes("Move or rename", destructive=True, idempotent=False), move),
 ]
