@@ -224,21 +224,13 @@ class Root:
                 return ToolError(f"{exc.strerror or 'error'}: {path}")
 
 
+_TYPE_NAMES = {stat.S_IFREG: "file", stat.S_IFDIR: "directory", stat.S_IFLNK: "symlink", stat.S_IFIFO: "fifo",
+               stat.S_IFSOCK: "socket", stat.S_IFCHR: "device", stat.S_IFBLK: "device"}
+
+
 def file_type(mode: int) -> str:
     """The seed's entry type names, plus the special kinds a root may hold."""
-    if stat.S_ISREG(mode):
-        return "file"
-    if stat.S_ISDIR(mode):
-        return "directory"
-    if stat.S_ISLNK(mode):
-        return "symlink"
-    if stat.S_ISFIFO(mode):
-        return "fifo"
-    if stat.S_ISSOCK(mode):
-        return "socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "device"
-    return "unknown"
+    return _TYPE_NAMES.get(stat.S_IFMT(mode), "unknown")
 
 
 class RootSet(Mapping[str, Root]):

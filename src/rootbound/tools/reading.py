@@ -8,6 +8,7 @@ import hashlib
 import os
 import pwd
 import stat
+from operator import itemgetter
 from typing import Annotated, Literal, NotRequired
 
 from pydantic import BaseModel, Field
@@ -26,6 +27,8 @@ _SCAN = 1024 * 1024  # counting and skipping lines: big reads, newlines counted 
 
 def printable(name: str) -> str:
     """File names that are not valid UTF-8 are shown with escapes instead of crashing the JSON encoder."""
+    if name.isascii():  # the common case, checked in C without encoding
+        return name
     try:
         name.encode("utf-8")
         return name
@@ -102,14 +105,15 @@ def list_folder(ctx: CallContext, args: PathArgs) -> ListFolderResult:
                     st = de.stat(follow_symlinks=False)
                 except FileNotFoundError:
                     continue  # removed while we listed
-                entry: Entry = {"name": printable(de.name), "type": file_type(st.st_mode), "size": st.st_size,
+                kind = file_type(st.st_mode)
+                entry: Entry = {"name": printable(de.name), "type": kind, "size": st.st_size,
                                 "modified_at": iso_time(st.st_mtime)}
-                if stat.S_ISLNK(st.st_mode):
+                if kind == "symlink":
                     entry["target_type"] = _entry_target(root, parts, de.name)
                 entries.append(entry)
     finally:
         os.close(fd)
-    entries.sort(key=lambda e: e["name"])
+    entries.sort(key=itemgetter("name"))
     # Built from plain dicts on purpose: per-entry validation would dominate a 10,000-entry listing.
     return ListFolderResult.model_construct(path=display_path(parts), entries=entries, count=len(entries))
 
