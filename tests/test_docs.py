@@ -14,6 +14,7 @@ import yaml
 from rootbound import cli, summary
 from rootbound.config import Config, config_json_schema, load_config
 from rootbound.server import App
+from rootbound.tools.errors import COMMON_ERRORS, TOOL_ERRORS
 
 REPO = Path(__file__).resolve().parent.parent
 FENCE = re.compile(r"^```(\w+) ([^\n]*client=[^\n]*)\n(.*?)^```", re.S | re.M)
@@ -134,3 +135,19 @@ def test_configuration_md_documents_every_key() -> None:
     keys += [f"commands.{k}" for k in Config.model_fields["commands"].annotation.model_fields]  # type: ignore[union-attr]
     missing = [k for k in keys if f"`{k}`" not in page]
     assert missing == [], f"docs/configuration.md does not document {missing}"
+
+
+def test_every_documented_error_still_exists(tmp_path: Path) -> None:
+    """docs/tools.md lists each tool's errors from tools/errors.py; each must still be raised somewhere."""
+    app = _app_with_every_tool(tmp_path)
+    try:
+        assert set(TOOL_ERRORS) == set(app.tools)
+    finally:
+        app.close()
+    source = "".join(p.read_text() for p in (REPO / "src" / "rootbound").rglob("*.py")
+                     if p.name != "errors.py" or p.parent.name != "tools")
+    for message in [*COMMON_ERRORS, *(m for errors in TOOL_ERRORS.values() for m in errors)]:
+        for fragment in message.split(" (")[0].split("…"):  # a trailing "(…)" explains, it is not quoted
+            fragment = fragment.strip(" .;:()")
+            if len(fragment) >= 6:
+                assert fragment in source, f"documented error text {fragment!r} (from {message!r}) is gone"

@@ -10,6 +10,7 @@ from rootbound import beneath
 from rootbound.execution.summary import describe_commands
 from rootbound.roots import FILE_TOOLS
 from rootbound.sandbox.select import launcher_for
+from rootbound.tools.errors import COMMON_ERRORS, TOOL_ERRORS
 
 if TYPE_CHECKING:
     from rootbound.server import App
@@ -118,6 +119,9 @@ def tools_markdown(app: App) -> str:
         "`path resolves outside root boundary`, `tool write_file not allowed on root docs`, "
         "`unknown root: nope`, `invalid arguments for read_file: root is required`.",
         "",
+        "Common errors of the tools that take a root and a path: "
+        + "; ".join(f"`{e}`" for e in COMMON_ERRORS) + ". (`…` marks the variable parts.)",
+        "",
     ]
     for definition in app._definitions:
         ann = definition.annotations
@@ -138,6 +142,9 @@ def tools_markdown(app: App) -> str:
                 lines.append(f"| `{name}` | {_type(schema)} | {'yes' if name in required else 'no'} | "
                              f"{default} | {desc} |")
             lines.append("")
+        errors = TOOL_ERRORS.get(definition.name, ())
+        if errors:
+            lines += ["Errors (besides the common ones above): " + "; ".join(f"`{e}`" for e in errors) + ".", ""]
         result = (definition.output_schema or {}).get("properties", {})
         if result:
             lines += ["| result field | type | description |", "|---|---|---|"]
