@@ -12,17 +12,13 @@ numbers of files found must agree.
 
 from __future__ import annotations
 
-import argparse
 import fnmatch
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
-import anyio
-
+from _corpus import corpus_main
 from _util import checked, measure, print_table, served
-from grep import make_corpus
 
 PATTERN = "**/*.py"
 
@@ -56,16 +52,5 @@ async def bench(corpora: dict[str, Path], runs: int) -> None:
             print_table(f"{label}, glob {PATTERN!r}: {counts['walk']} files", samples, "os.walk+fnmatch")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=15)
-    parser.add_argument("--keep", type=Path, help="build (or reuse) the corpora in this folder")
-    opts = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="rootbound-bench-") as tmp:
-        base = opts.keep or Path(tmp)
-        base.mkdir(parents=True, exist_ok=True)
-        anyio.run(bench, make_corpus(base), opts.runs)
-
-
 if __name__ == "__main__":
-    main()
+    corpus_main(__doc__, bench)

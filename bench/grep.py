@@ -19,34 +19,17 @@ the target is a ratio of at most 2 on both corpora.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import subprocess
 import sys
-import sysconfig
-import tempfile
 from pathlib import Path
 from typing import Any
 
-import anyio
-
+from _corpus import corpus_main
 from _util import checked, measure, print_table, served, verdict
 
 PATTERNS = {"literal": "NotImplementedError", "regex": r"\b(TODO|FIXME|XXX)\b"}
-COPIES = 10
 TARGET = 2.0
-
-
-def make_corpus(base: Path) -> dict[str, Path]:
-    """`stdlib` (one copy of this interpreter's standard library) and `stdlib10` (ten copies) under `base`."""
-    stdlib = Path(sysconfig.get_paths()["stdlib"])
-    one, ten = base / "stdlib", base / "stdlib10"
-    if not one.exists():
-        shutil.copytree(stdlib, one, symlinks=True, ignore=shutil.ignore_patterns("site-packages", "__pycache__"))
-    if not ten.exists():
-        for i in range(COPIES):
-            shutil.copytree(one, ten / f"copy{i}", symlinks=True)
-    return {"stdlib": one, "stdlib10": ten}
 
 
 def rg_binary() -> str:
@@ -86,16 +69,5 @@ async def bench(corpora: dict[str, Path], runs: int) -> bool:
     return met
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=15)
-    parser.add_argument("--keep", type=Path, help="build (or reuse) the corpora in this folder")
-    opts = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="rootbound-bench-") as tmp:
-        base = opts.keep or Path(tmp)
-        base.mkdir(parents=True, exist_ok=True)
-        anyio.run(bench, make_corpus(base), opts.runs)
-
-
 if __name__ == "__main__":
-    main()
+    corpus_main(__doc__, bench)
