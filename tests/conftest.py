@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from mcp import Client
 from mcp.client import ClientRequestContext
 from mcp.types import CallToolResult, ListRootsResult, Root
@@ -51,6 +52,32 @@ class Harness:
         result = await self.call(tool, **arguments)
         assert result.is_error, f"{tool} unexpectedly succeeded: {result.structured_content}"
         return text_of(result)
+
+
+class CommandServers:
+    """Factory for servers with command tools: `await servers({"allowed": [...]}, roots=..., env=...)`."""
+
+    def __init__(self, tmp_path: Path, stack: AsyncExitStack) -> None:
+        self.tmp_path = tmp_path
+        self.stack = stack
+        self.count = 0
+
+    async def __call__(self, commands: dict[str, Any] | None = None, *, roots: dict[str, Path] | None = None,
+                       env: dict[str, str] | None = None, mode: str = "auto", **config: Any) -> Harness:
+        roots = roots or {"workspace": self.tmp_path / "workspace"}
+        for path in roots.values():
+            path.mkdir(parents=True, exist_ok=True)
+        data: dict[str, Any] = {"roots": [{"name": n, "path": str(p)} for n, p in roots.items()], **config}
+        if commands is not None:
+            data["commands"] = commands
+        self.count += 1
+        cfg_file = self.tmp_path / f"commands-config-{self.count}.yaml"
+        cfg_file.write_text(yaml.safe_dump(data))
+        cfg = load_config(str(cfg_file), env=env or {})
+        app = App(cfg)
+        self.stack.callback(app.close)
+        client = await self.stack.enter_async_context(Client(app.server, mode=mode))
+        return Harness(app, client)
 
 
 def text_of(result: CallToolResult) -> str:
@@ -103,8 +130,6 @@ async def make_server(tmp_path: Path) -> AsyncIterator[MakeServer]:
                 os.makedirs(path, exist_ok=True)
                 entries.append({"name": name, "path": str(path), "allowed_tools": tools})
             cfg_file = tmp_path / f"config-{len(entries)}-{id(entries)}.yaml"
-            import yaml
-
             cfg_file.write_text(yaml.safe_dump({"roots": entries, **config}))
             app = App(load_config(str(cfg_file), env={}))
             stack.callback(app.close)
@@ -119,6 +144,12 @@ async def make_server(tmp_path: Path) -> AsyncIterator[MakeServer]:
 async def server(make_server: MakeServer, workspace: Path) -> Harness:
     """One root `workspace` with every tool allowed, over the default (2026-07-28) protocol."""
     return await make_server()
+
+
+@pytest.fixture
+async def servers(tmp_path: Path) -> AsyncIterator[CommandServers]:
+    async with AsyncExitStack() as stack:
+        yield CommandServers(tmp_path, stack)
 
 
 @pytest.fixture(params=["openat2", "walk"])

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack
 from pathlib import Path
 
 import pytest
@@ -20,12 +18,6 @@ pytestmark = pytest.mark.anyio
 
 HINT = "Note: This tool does not support interactive commands. Ensure the command is non-interactive and the " \
        "executable exists."
-
-
-@pytest.fixture
-async def servers(tmp_path: Path) -> AsyncIterator[CommandServers]:
-    async with AsyncExitStack() as stack:
-        yield CommandServers(tmp_path, stack)
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ output with a spill file, no stdin, the concurrency cap and progress notificatio
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from functools import partial
 from pathlib import Path
@@ -20,12 +19,6 @@ pytestmark = pytest.mark.anyio
 # These tests follow processes by the pids they write ($$, $!), which must be host pids: under bubblewrap they
 # would be pids of its own PID namespace (where, besides, nothing outlives the command: tests/test_sandbox_*).
 HOST_PIDS = "landlock"
-
-
-@pytest.fixture
-async def servers(tmp_path: Path) -> AsyncIterator[CommandServers]:
-    async with AsyncExitStack() as stack:
-        yield CommandServers(tmp_path, stack)
 
 
 async def test_timeout_returns_partial_output(servers: CommandServers) -> None:

@@ -3,8 +3,6 @@ script would run (pipelines, lists, subshells, substitutions), with a marker fil
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack
 from pathlib import Path
 
 import pytest
@@ -13,12 +11,6 @@ from tests.conftest import Harness, text_of
 from tests.test_commands_support import CommandServers
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def servers(tmp_path: Path) -> AsyncIterator[CommandServers]:
-    async with AsyncExitStack() as stack:
-        yield CommandServers(tmp_path, stack)
 
 
 @pytest.fixture

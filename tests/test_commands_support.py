@@ -8,43 +8,13 @@ needs it, the seed's environment variables, parsed by `load_config`), with the
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
 
 import anyio
-import yaml
-from mcp import Client
 
-from rootbound.config import load_config
-from rootbound.server import App
-from tests.conftest import Harness
+from tests.conftest import CommandServers
 
 __all__ = ["CommandServers", "eventually", "file_text", "gone"]
-
-
-class CommandServers:
-    def __init__(self, tmp_path: Path, stack: AsyncExitStack) -> None:
-        self.tmp_path = tmp_path
-        self.stack = stack
-        self.count = 0
-
-    async def __call__(self, commands: dict[str, Any] | None = None, *, roots: dict[str, Path] | None = None,
-                       env: dict[str, str] | None = None, mode: str = "auto", **config: Any) -> Harness:
-        roots = roots or {"workspace": self.tmp_path / "workspace"}
-        for path in roots.values():
-            path.mkdir(parents=True, exist_ok=True)
-        data: dict[str, Any] = {"roots": [{"name": n, "path": str(p)} for n, p in roots.items()], **config}
-        if commands is not None:
-            data["commands"] = commands
-        self.count += 1
-        cfg_file = self.tmp_path / f"commands-config-{self.count}.yaml"
-        cfg_file.write_text(yaml.safe_dump(data))
-        cfg = load_config(str(cfg_file), env=env or {})
-        app = App(cfg)
-        self.stack.callback(app.close)
-        client = await self.stack.enter_async_context(Client(app.server, mode=mode))
-        return Harness(app, client)
 
 
 def gone(pid: int) -> bool:

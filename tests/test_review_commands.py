@@ -9,8 +9,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-from collections.abc import AsyncIterator, Iterator
-from contextlib import AsyncExitStack
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,12 +23,6 @@ NEEDS_BWRAP = pytest.mark.skipif(not bwrap.probe().ok, reason=f"bubblewrap unusa
 SANDBOXES = [pytest.param("landlock"), pytest.param("bwrap", marks=NEEDS_BWRAP)]
 PYTHON = "/usr/bin/python3"  # the system interpreter: visible inside the sandbox, unlike a user's shims
 NEEDS_PYTHON = pytest.mark.skipif(not os.path.exists(PYTHON), reason=f"{PYTHON} is not installed")
-
-
-@pytest.fixture
-async def servers(tmp_path: Path) -> AsyncIterator[CommandServers]:
-    async with AsyncExitStack() as stack:
-        yield CommandServers(tmp_path, stack)
 
 
 # -- the shell checker versus what /bin/sh runs --------------------------------------------------------------------

@@ -12,8 +12,7 @@ import os
 import signal
 import socket
 import subprocess
-from collections.abc import AsyncIterator, Iterator
-from contextlib import AsyncExitStack
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
@@ -34,12 +33,6 @@ pytestmark = pytest.mark.anyio
 NEEDS_BWRAP = pytest.mark.skipif(not bwrap.probe().ok, reason=f"bubblewrap unusable here: "
                                  f"{bwrap.probe().detail} (.ci/run installs it)")
 SANDBOXES = [pytest.param("landlock"), pytest.param("bwrap", marks=NEEDS_BWRAP)]
-
-
-@pytest.fixture
-async def servers(tmp_path: Path) -> AsyncIterator[CommandServers]:
-    async with AsyncExitStack() as stack:
-        yield CommandServers(tmp_path, stack)
 
 
 @pytest.fixture

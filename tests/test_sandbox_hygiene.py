@@ -7,8 +7,6 @@ import ctypes
 import os
 import subprocess
 import threading
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack
 from pathlib import Path
 
 import pytest
@@ -29,10 +27,9 @@ AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (CI runs the 
 
 
 @pytest.fixture
-async def servers(tmp_path: Path) -> AsyncIterator[CommandServers]:
-    (tmp_path / "workspace").mkdir()
-    async with AsyncExitStack() as stack:
-        yield CommandServers(tmp_path, stack)
+def servers(servers: CommandServers, tmp_path: Path) -> CommandServers:
+    (tmp_path / "workspace").mkdir()  # these tests put files in it before the first server starts
+    return servers
 
 
 def limits_of(text: str) -> dict[str, str]:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack
 from functools import partial
 from pathlib import Path
 
@@ -22,12 +20,6 @@ from tests.test_commands_support import CommandServers
 
 pytestmark = [pytest.mark.anyio, pytest.mark.skipif(not bwrap.probe().ok, reason=f"bubblewrap unusable here: "
                                                     f"{bwrap.probe().detail} (.ci/run installs it)")]
-
-
-@pytest.fixture
-async def servers(tmp_path: Path) -> AsyncIterator[CommandServers]:
-    async with AsyncExitStack() as stack:
-        yield CommandServers(tmp_path, stack)
 
 
 @pytest.fixture
