@@ -305,14 +305,7 @@ class LineSearch:
         return 0 if eof else n + buf.count(b"\n", counted, hi)  # at the end nobody needs the count
 
     def _before(self, buf: bytes, lo: int, ls: int) -> list[str]:
-        lines: list[str] = []
-        e = ls
-        while len(lines) < self.context and e > lo:
-            k = buf.rfind(b"\n", lo, e - 1)
-            b = k + 1 if k >= 0 else lo
-            lines.append(_head(buf, b, e - 1))
-            e = b
-        lines.reverse()
+        lines = _lines_ending_at(buf, lo, ls, self.context)
         missing = self.context - len(lines)
         if missing and self._prev:
             earlier = list(self._prev)[-missing:]
@@ -320,28 +313,14 @@ class LineSearch:
         return lines
 
     def _after(self, hit: Hit, buf: bytes, b: int, hi: int, eof: bool) -> None:
-        while len(hit.after) < self.context and b < hi:
-            e = buf.find(b"\n", b, hi)
-            if e < 0:
-                e = hi
-            hit.after.append(_head(buf, b, e))
-            b = e + 1
+        hit.after.extend(_lines_starting_at(buf, b, hi, self.context - len(hit.after)))
         hit.need = self.context - len(hit.after)
         if hit.need and not eof:
             self._open.append(hit)
 
     def _fill(self, buf: bytes, lo: int, hi: int) -> None:
         """Give hits from earlier blocks the first lines of this one as after-context."""
-        want = max(h.need for h in self._open)
-        lines: list[str] = []
-        b = lo
-        while len(lines) < want and b < hi:
-            e = buf.find(b"\n", b, hi)
-            if e < 0:
-                e = hi
-            lines.append(_head(buf, b, e))
-            b = e + 1
-        self._give(lines)
+        self._give(_lines_starting_at(buf, lo, hi, max(h.need for h in self._open)))
 
     def _give(self, lines: list[str]) -> None:
         for hit in self._open:
@@ -352,14 +331,7 @@ class LineSearch:
 
     def _remember(self, buf: bytes, lo: int, hi: int) -> None:
         """Keep the block's last lines: the before-context of matches early in the next block."""
-        lines: list[str] = []
-        e = hi
-        while len(lines) < self.context and e > lo:
-            k = buf.rfind(b"\n", lo, e - 1)
-            b = k + 1 if k >= 0 else lo
-            lines.append(_head(buf, b, e - 1))
-            e = b
-        self._prev.extend(reversed(lines))
+        self._prev.extend(_lines_ending_at(buf, lo, hi, self.context))
 
     # -- one line longer than a block ---------------------------------------------------------
 
@@ -425,3 +397,27 @@ class LineSearch:
             hit.need = self.context
             self._open.append(hit)
 
+
+def _lines_ending_at(buf: bytes, lo: int, end: int, n: int) -> list[str]:
+    """Up to `n` whole lines of `buf[lo:end]` that end just before `end` (a line start), in file order."""
+    lines: list[str] = []
+    e = end
+    while len(lines) < n and e > lo:
+        k = buf.rfind(b"\n", lo, e - 1)
+        b = k + 1 if k >= 0 else lo
+        lines.append(_head(buf, b, e - 1))
+        e = b
+    lines.reverse()
+    return lines
+
+
+def _lines_starting_at(buf: bytes, b: int, hi: int, n: int) -> list[str]:
+    """Up to `n` lines of `buf[b:hi]` from `b` (a line start) on."""
+    lines: list[str] = []
+    while len(lines) < n and b < hi:
+        e = buf.find(b"\n", b, hi)
+        if e < 0:
+            e = hi
+        lines.append(_head(buf, b, e))
+        b = e + 1
+    return lines
