@@ -125,11 +125,14 @@ class Root:
         return fd, st
 
     def open_dir(self, path: str) -> int:
-        fd = self.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        if not stat.S_ISDIR(os.fstat(fd).st_mode):
-            os.close(fd)
+        """Open a directory for reading; anything else is refused without being opened.
+
+        Looked at first through an O_PATH handle (a FIFO or device is never opened: that would
+        wake a waiting writer, or do what the device does on open), then opened with O_DIRECTORY.
+        """
+        if not stat.S_ISDIR(self.stat(path).st_mode):
             raise ToolError(f"not a directory: {path}")
-        return fd
+        return self.open(path, os.O_RDONLY | os.O_DIRECTORY)
 
     @contextlib.contextmanager
     def parent(self, path: str) -> Iterator[tuple[int, str]]:

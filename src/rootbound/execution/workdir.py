@@ -33,10 +33,6 @@ class WorkDir:
     path: str  # canonical host path (the child's PWD; for the operator's audit log)
     shown: str  # how results name it: the host path, or "root:relative/path"
 
-    @property
-    def proc_path(self) -> str:
-        return f"/proc/self/fd/{self.fd}"
-
     def close(self) -> None:
         with contextlib.suppress(OSError):
             os.close(self.fd)

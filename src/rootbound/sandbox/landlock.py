@@ -30,7 +30,7 @@ import stat
 
 TYPE_CHECKING = False  # not `from typing import ...`: importing typing costs the launcher about 8 ms
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable
     from typing import Final
 
 __all__ = ["FS_READ", "FS_WRITE", "LandlockError", "Rule", "Support", "abi_version", "build", "enforce",
@@ -240,9 +240,3 @@ def enforce(ruleset: int) -> None:
 def restrict_thread(rules: Iterable[Rule], *, network: bool, level: Support | None = None) -> None:
     """`build` and `enforce` in one step."""
     enforce(build(rules, network=network, level=level))
-
-
-def standard_rules(read: Sequence[str], write: Sequence[str], devices: Sequence[str]) -> list[Rule]:
-    """Rules from host paths: read+execute, full write (no device nodes), read/write device files."""
-    return ([Rule(FS_READ, path=p) for p in read] + [Rule(FS_WRITE, path=p) for p in write]
-            + [Rule(FS_DEVICE, path=p) for p in devices])

@@ -92,11 +92,7 @@ def _entry_target(root: Root, dir_parts: list[str], name: str) -> str:
 def list_folder(ctx: CallContext, args: PathArgs) -> ListFolderResult:
     root = ctx.roots.get_for(args.root, "list_folder")
     parts = split_path(args.path)
-    # Looked at first without opening it (O_PATH), then opened with O_DIRECTORY: a FIFO or device
-    # is never opened (that wakes a waiting writer, or does what the device does on open).
-    if not stat.S_ISDIR(root.stat(args.path).st_mode):
-        raise ToolError(f"not a directory: {args.path}")
-    fd = root.open(args.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK)
+    fd = root.open_dir(args.path)
     entries: list[Entry] = []
     try:
         with os.scandir(fd) as it:
