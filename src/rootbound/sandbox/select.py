@@ -17,7 +17,7 @@ import pwd
 from rootbound.config import Config, per_config
 from rootbound.errors import Denied
 from rootbound.execution.launch import UNCONFINED, Launch, Launcher
-from rootbound.sandbox import bwrap, creds, landlock
+from rootbound.sandbox import bwrap, creds, landlock, seccomp
 from rootbound.sandbox.creds import RunAs
 from rootbound.sandbox.launchers import BwrapLauncher, LandlockLauncher
 
@@ -79,6 +79,10 @@ def _choose(config: Config) -> Launcher:
         if user is not None and not creds.supported():
             return Refusing(f"commands.run_as needs per-thread credentials, not implemented for "
                             f"{os.uname().machine}; install bubblewrap, or {_OPT_OUT}")
+        if user is None and os.geteuid() == 0 and not seccomp.supported():
+            return Refusing(f"commands would run as root under Landlock alone, which cannot stop them from chmod-ing "
+                            f"root's files, and no seccomp filter is implemented for {os.uname().machine}; set "
+                            f"commands.run_as, install bubblewrap, or {_OPT_OUT}")
         return LandlockLauncher(config, user, level)
     why = "no OS sandbox is available: " + level.describe()
     if mode == "auto":
