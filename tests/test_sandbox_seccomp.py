@@ -26,6 +26,7 @@ import pytest
 from rootbound.config import load_config
 from rootbound.execution.summary import describe_commands
 from rootbound.sandbox import bwrap, seccomp
+from rootbound.sandbox.select import headline
 from tests.test_commands_support import CommandServers
 
 NEEDS_BWRAP = pytest.mark.skipif(not bwrap.probe().ok, reason=f"bubblewrap unusable here: {bwrap.probe().detail}")
@@ -332,6 +333,7 @@ async def test_landlock_as_root_cannot_chmod_in_the_roots_either(servers: Comman
     text = "\n".join(lines)
     assert "chmod and extended-attribute writes (ACLs too) refused everywhere, in the roots too" in text
     assert "use commands.run_as or bubblewrap for chmod" in text
+    assert "chmod and xattrs refused, as commands run as root: set commands.run_as" in headline(h.app.config)
 
 
 @AS_ROOT

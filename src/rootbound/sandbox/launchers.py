@@ -106,7 +106,7 @@ class LandlockLauncher(_Base):
     name = "landlock"
 
     @property
-    def _as_root(self) -> bool:
+    def stays_root(self) -> bool:
         """Commands stay uid 0: they own root's files, and Landlock does not cover chmod or xattrs (seccomp does)."""
         return self.user is None and os.geteuid() == 0
 
@@ -121,9 +121,10 @@ class LandlockLauncher(_Base):
                 "Open refused too")
 
     def _metadata_line(self) -> str:
-        if self._as_root:
+        if self.stays_root:
             return ("  metadata: chmod and extended-attribute writes (ACLs too) refused everywhere, in the roots too "
-                    "(seccomp: a uid-0 command owns root's files; use commands.run_as or bubblewrap for chmod); "
+                    "(seccomp: a uid-0 command owns root's files), so chmod +x, tar x, cp -p, install -m, git config "
+                    "and python3 -m venv fail: use commands.run_as or bubblewrap for chmod; "
                     "chown to another user refused (no CAP_CHOWN); NOT prevented outside the roots on files uid 0 "
                     "owns: timestamps (touch -d), chgrp to one of the server's groups, inode flags (chattr, except "
                     "immutable and append-only)")
@@ -173,7 +174,7 @@ class LandlockLauncher(_Base):
             prefix = limits.prlimit_argv(c.limits)
             after = None if prefix else partial(limits.apply_to_pid, values=limits.pairs(c.limits))
             restrict = partial(_restrict, rules=rules, network=c.network, user=self.user, level=self.level,
-                               metadata=self._as_root)
+                               metadata=self.stays_root)
         except BaseException:
             _remove(base)
             raise

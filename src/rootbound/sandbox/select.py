@@ -105,8 +105,9 @@ def headline(config: Config) -> str:
         inner = f" + Landlock ABI {launcher.level.abi} inside" if launcher.level.available else ""
         return f"commands sandbox: {launcher.version}{inner}"
     if isinstance(launcher, LandlockLauncher):
+        root = "; chmod and xattrs refused, as commands run as root: set commands.run_as" if launcher.stays_root else ""
         return (f"commands sandbox: Landlock ABI {launcher.level.abi} only (protected paths not enforced for "
-                "commands, no PID or network namespace: install bubblewrap for those)")
+                f"commands, no PID or network namespace: install bubblewrap for those{root})")
     if isinstance(launcher, Refusing):
         return f"commands sandbox: NONE, every command is refused: {launcher.problem}"
     return "commands sandbox: OFF (commands.sandbox: off): commands run unconfined as the server's user"
