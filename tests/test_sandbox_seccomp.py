@@ -10,6 +10,7 @@ on the host (a connection accepted, a datagram received, a file's mode or xattrs
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import os
 import re
@@ -361,9 +362,35 @@ async def test_bwrap_chmod_outside_is_read_only_and_inside_works(servers: Comman
     ws.mkdir()
     (ws / "run.sh").write_text("#!/bin/sh\necho ran\n")
     h = await servers({"allowed": "*", "sandbox": "bwrap", "read_paths": [str(idcopy.parent)]})
-    got = await h.ok("shell", command=f"chmod 4755 {idcopy}; chmod +x run.sh && ./run.sh", root="workspace")
+    got = await h.ok("shell", command=f"chmod 700 {idcopy}; chmod 4755 {idcopy}; chmod +x run.sh && ./run.sh",
+                     root="workspace")
     assert "Read-only file system" in got["stderr"] and got["stdout"] == "ran\n", got
     untouched(idcopy)
+
+
+@AS_ROOT
+@NEEDS_BWRAP
+async def test_bwrap_as_root_cannot_make_a_setuid_file_in_the_roots(servers: CommandServers, tmp_path: Path) -> None:
+    """Under bubblewrap, server root, no run_as: `cp /usr/bin/id idcopy && chmod 4755 idcopy` in a writable root made
+    a set-uid root program on the host (another user ran it and got euid 0). chmod to set-uid/set-gid is refused;
+    other modes, ACLs and xattrs in the root still work."""
+    command = run_probe(tmp_path / "workspace", METADATA_PROBE)
+    ws = tmp_path / "workspace"
+    shutil.copyfile("/usr/bin/id", ws / "idcopy")
+    (ws / "idcopy").chmod(0o755)
+    h = await servers({"allowed": "*", "sandbox": "bwrap"})
+    got = await h.ok("execute_command", command=f"{command} idcopy", root="workspace")
+    result = json.loads(got["stdout"])
+    assert result["chmod"] == result["fchmodat2"] == result.get("x32-chmod", "EPERM") == "EPERM", result
+    assert result["chown"] == "EPERM"  # no CAP_CHOWN
+    assert (result["acl"], result["user-xattr"], result["removexattr"]) == ("ok", "ok", "ENODATA")  # in a root: fine
+    error = await h.err("shell", command="cp /usr/bin/id id2 && chmod 755 id2 && chmod u+s id2", root="workspace")
+    assert "chmod: changing permissions of 'id2': Operation not permitted" in error
+    error = await h.err("shell", command="mkdir d && chmod g+s d", root="workspace")
+    assert "Operation not permitted" in error
+    assert not (ws / "idcopy").stat().st_mode & 0o6000
+    assert stat.S_IMODE((ws / "id2").stat().st_mode) == 0o755
+    assert "except set-uid/set-gid bits" in "\n".join(describe_commands(h.app.config)[0])
 
 
 # -- check, and the tables ------------------------------------------------------------------------------------------
@@ -411,10 +438,10 @@ def test_syscall_numbers_match_the_kernel_headers(header: str, arch: tuple[str, 
 def test_the_filter_fits_classic_bpf() -> None:
     """Every jump is forward and within 255 instructions, for every combination of options and architecture."""
     for machine, table in seccomp._TABLES.items():
-        for sockets in (False, True):
-            for metadata in (False, True):
-                program = seccomp._program(table, sockets=sockets, metadata=metadata)
-                assert len(program) < 4096, machine
+        for options in itertools.product((False, True), repeat=3):
+            sockets, metadata, setid = options
+            program = seccomp._program(table, sockets=sockets, metadata=metadata, setid=setid)
+            assert len(program) < 4096, (machine, options)
 
 
 def test_acl_blob_is_what_the_kernel_accepts(tmp_path: Path) -> None:

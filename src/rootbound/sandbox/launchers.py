@@ -49,6 +49,11 @@ class _Base:
         self.user = user
         self.level = level
 
+    @property
+    def stays_root(self) -> bool:
+        """Commands stay uid 0, owner of root's files: chmod needs no capability (seccomp limits it)."""
+        return self.user is None and os.geteuid() == 0
+
     def _protected_lines(self, enforced: bool) -> list[str]:
         rules = self.config.protected_paths
         if not rules:
@@ -104,11 +109,6 @@ class LandlockLauncher(_Base):
     """Landlock (and no capabilities, limits, run_as) applied by a fresh thread that then spawns the command."""
 
     name = "landlock"
-
-    @property
-    def stays_root(self) -> bool:
-        """Commands stay uid 0: they own root's files, and Landlock does not cover chmod or xattrs (seccomp does)."""
-        return self.user is None and os.geteuid() == 0
 
     def _network_line(self) -> str:
         if self.config.commands.network:
@@ -245,7 +245,9 @@ class BwrapLauncher(_Base):
                                  "police is refused (seccomp), so UNIX sockets cannot be created and host sockets "
                                  "in a visible directory are unreachable too)"),
                 "  metadata: unchangeable outside the writable areas (read-only mounts: no chmod, chown, xattrs or "
-                "timestamps); chmod works in the writable roots",
+                "timestamps); chmod works in the writable roots"
+                + (", except set-uid/set-gid bits (seccomp: a set-uid file made by a uid-0 command would give any "
+                   "local user root)" if self.stays_root else ""),
                 "  processes: own PID namespace (cannot see or signal the server; everything left behind is "
                 "killed when the command exits); dies with the server",
                 *self._protected_lines(True)]
@@ -279,8 +281,10 @@ class BwrapLauncher(_Base):
             opts += ["--user", f"{self.user.uid}:{self.user.gid}:{','.join(map(str, self.user.groups))}"]
         if private_home:
             opts += ["--mkdir", bwrap.HOME]
-        if _sockets_filtered(self.config):
-            opts += ["--seccomp", "sockets"]
+        kinds = [kind for kind, wanted in (("sockets", _sockets_filtered(self.config)), ("setid", self.stays_root))
+                 if wanted]
+        if kinds:
+            opts += ["--seccomp", ",".join(kinds)]
         if self.level.available:
             opts += ["--abi", str(self.level.abi), "--net", "1" if self.config.commands.network else "0"]
             for path in (*where.read_paths, *where.programs, "/proc", *(r.real_path for r in where.readonly)):

@@ -32,6 +32,13 @@ program outside the roots, or give another user access to it through an ACL
 chmod family and the xattr writes (EPERM) everywhere, the roots included (seccomp
 cannot see paths).
 
+Set-id bits (`setid=True`, when a command runs as uid 0 under bubblewrap). There the
+writable roots are the only writable host directories, and chmod in them is
+wanted, but `chmod 4755` (or 2755) on a copy of a program there makes a set-uid
+root file on the host that any local user can run to become root. chmod calls
+whose mode carries S_ISUID or S_ISGID are refused (EPERM). (A file *created* with
+those bits loses them on its first write: the command has no CAP_FSETID.)
+
 Either way `io_uring_setup` is refused (ENOSYS, so programs fall back): io_uring
 creates sockets and sets xattrs without these system calls.
 
@@ -64,6 +71,7 @@ _SOCK_FLAGS: Final = 0o4000 | 0o2000000  # SOCK_NONBLOCK | SOCK_CLOEXEC (x86 and
 _IPPROTO_TCP: Final = 6
 _NETLINK_ROUTE: Final = 0
 _MSG_FASTOPEN: Final = 0x20000000
+_SET_ID: Final = 0o6000  # S_ISUID | S_ISGID
 # Classic BPF opcodes.
 _LD_W_ABS: Final = 0x20
 _AND_K: Final = 0x54
@@ -84,6 +92,7 @@ _SOCKET_ACTIONS: Final = {"socket": "socket", "socketpair": "socketpair", "liste
                           "socketcall": "eacces"}
 _METADATA: Final = ("chmod", "fchmod", "fchmodat", "fchmodat2", "setxattr", "lsetxattr", "fsetxattr",
                     "removexattr", "lremovexattr", "fremovexattr", "setxattrat", "removexattrat")
+_SETID_ACTIONS: Final = {"chmod": "mode1", "fchmod": "mode1", "fchmodat": "mode2", "fchmodat2": "mode2"}
 
 # Numbers from the kernel's tables (arch/x86/entry/syscalls/syscall_{64,32}.tbl, include/uapi/asm-generic/unistd.h
 # for arm64, arch/arm/tools/syscall.tbl); 425 and up are the same on every architecture. tests/test_sandbox_seccomp.py
@@ -134,13 +143,15 @@ class _Prog(ctypes.Structure):
     _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_Insn)))
 
 
-def _program(table: dict[int, dict[str, tuple[int, ...]]], *, sockets: bool, metadata: bool
+def _program(table: dict[int, dict[str, tuple[int, ...]]], *, sockets: bool, metadata: bool, setid: bool
              ) -> list[tuple[int, int, int, int]]:
     """The filter as (code, jt, jf, k), built with symbolic labels (all jumps forward) and resolved at the end."""
     actions = {"io_uring_setup": "nosys"}
     if sockets:
         actions.update(_SOCKET_ACTIONS)
-    if metadata:
+    if setid:
+        actions.update(_SETID_ACTIONS)
+    if metadata:  # refuses outright what `setid` inspects
         actions.update(dict.fromkeys(_METADATA, "eperm"))
     code: list[tuple[int, object, object, int]] = [(_LD_W_ABS, 0, 0, _ARCH)]
     labels: dict[object, int] = {}
@@ -169,6 +180,9 @@ def _program(table: dict[int, dict[str, tuple[int, ...]]], *, sockets: bool, met
     block("socketpair", (_LD_W_ABS, 0, 0, _arg(0)), (_JEQ_K, "allow", "eacces", _AF_UNIX))
     block("flags2", (_LD_W_ABS, 0, 0, _arg(2)), (_JSET_K, "eacces", "allow", _MSG_FASTOPEN))
     block("flags3", (_LD_W_ABS, 0, 0, _arg(3)), (_JSET_K, "eacces", "allow", _MSG_FASTOPEN))
+    # chmod(path, mode), fchmod(fd, mode); fchmodat(dirfd, path, mode), fchmodat2(dirfd, path, mode, flags)
+    block("mode1", (_LD_W_ABS, 0, 0, _arg(1)), (_JSET_K, "eperm", "allow", _SET_ID))
+    block("mode2", (_LD_W_ABS, 0, 0, _arg(2)), (_JSET_K, "eperm", "allow", _SET_ID))
     block("allow", (_RET_K, 0, 0, _RET_ALLOW))
     block("eacces", (_RET_K, 0, 0, _RET_ERRNO | errno.EACCES))
     block("eperm", (_RET_K, 0, 0, _RET_ERRNO | errno.EPERM))
@@ -188,7 +202,7 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _prctl = _libc.prctl
 _prctl.restype = ctypes.c_int
 # Built once per set of options and kept (the kernel copies the program; the array must only outlive the call).
-_BUILT: dict[tuple[bool, bool], tuple[_Prog, object]] = {}
+_BUILT: dict[tuple[bool, bool, bool], tuple[_Prog, object]] = {}
 
 
 def _check(result: int, what: str) -> None:
@@ -197,26 +211,26 @@ def _check(result: int, what: str) -> None:
         raise OSError(code, f"{what}: {os.strerror(code)}")
 
 
-def _prog(sockets: bool, metadata: bool) -> _Prog:
-    key = (sockets, metadata)
+def _prog(sockets: bool, metadata: bool, setid: bool) -> _Prog:
+    key = (sockets, metadata, setid)
     built = _BUILT.get(key)
     if built is None:
         table = _TABLES.get(os.uname().machine)
         if table is None:
             raise OSError(errno.EOPNOTSUPP, f"no seccomp filter for {os.uname().machine}")
-        insns = _program(table, sockets=sockets, metadata=metadata)
+        insns = _program(table, sockets=sockets, metadata=metadata, setid=setid)
         array = (_Insn * len(insns))(*(_Insn(*i) for i in insns))
         built = _BUILT[key] = (_Prog(len(insns), array), array)
     return built[0]
 
 
-def restrict_thread(*, sockets: bool, metadata: bool) -> None:
+def restrict_thread(*, sockets: bool, metadata: bool, setid: bool = False) -> None:
     """Install the filter on the calling thread (irreversible); raise OSError when it cannot be installed.
 
     `sockets`: refuse every socket Landlock cannot police (network off). `metadata`: refuse chmod and xattr
-    writes (uid 0 under Landlock alone).
+    writes (uid 0 under Landlock alone). `setid`: refuse chmod to set-uid or set-gid (uid 0 under bubblewrap).
     """
-    prog = _prog(sockets, metadata)
+    prog = _prog(sockets, metadata, setid)
     _check(_prctl(ctypes.c_int(_PR_SET_NO_NEW_PRIVS), ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0),
                   ctypes.c_ulong(0)), "prctl(PR_SET_NO_NEW_PRIVS)")
     _check(_prctl(ctypes.c_int(_PR_SET_SECCOMP), ctypes.c_ulong(_SECCOMP_MODE_FILTER), ctypes.byref(prog),

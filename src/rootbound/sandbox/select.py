@@ -67,6 +67,10 @@ def _choose(config: Config) -> Launcher:
         user = resolve_user(config.commands.run_as)
     except ValueError as exc:
         return Refusing(str(exc))
+    if user is None and os.geteuid() == 0 and not seccomp.supported():
+        return Refusing(f"commands would run as root, and without a seccomp filter (none is implemented for "
+                        f"{os.uname().machine}) nothing stops them from making set-uid root files; set "
+                        f"commands.run_as, or {_OPT_OUT}")
     level = landlock.support()
     if mode in ("auto", "bwrap"):
         found = bwrap.probe()
@@ -79,10 +83,6 @@ def _choose(config: Config) -> Launcher:
         if user is not None and not creds.supported():
             return Refusing(f"commands.run_as needs per-thread credentials, not implemented for "
                             f"{os.uname().machine}; install bubblewrap, or {_OPT_OUT}")
-        if user is None and os.geteuid() == 0 and not seccomp.supported():
-            return Refusing(f"commands would run as root under Landlock alone, which cannot stop them from chmod-ing "
-                            f"root's files, and no seccomp filter is implemented for {os.uname().machine}; set "
-                            f"commands.run_as, install bubblewrap, or {_OPT_OUT}")
         return LandlockLauncher(config, user, level)
     why = "no OS sandbox is available: " + level.describe()
     if mode == "auto":
