@@ -101,7 +101,7 @@ _NEW: Final = {"io_uring_setup": 425, "fchmodat2": 452, "setxattrat": 463, "remo
 _X86_64: Final = {"socket": 41, "sendto": 44, "sendmsg": 46, "listen": 50, "socketpair": 53, "chmod": 90,
                   "fchmod": 91, "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190, "removexattr": 197,
                   "lremovexattr": 198, "fremovexattr": 199, "fchmodat": 268, "sendmmsg": 307, **_NEW}
-_X32_OWN: Final = {"sendmsg": 518, "sendmmsg": 538}  # x32 has its own entries for these (and uses no 64-bit one)
+_X32_OWN: Final = {"sendmsg": 518, "sendmmsg": 538}  # x32's own entries (its 64-bit-only numbers are listed too)
 _I386: Final = {"chmod": 15, "fchmod": 94, "socketcall": 102, "setxattr": 226, "lsetxattr": 227, "fsetxattr": 228,
                 "removexattr": 235, "lremovexattr": 236, "fremovexattr": 237, "fchmodat": 306, "sendmmsg": 345,
                 "socket": 359, "socketpair": 360, "listen": 363, "sendto": 369, "sendmsg": 370, **_NEW}
