@@ -1,7 +1,8 @@
 """Per-command cost of the OS sandbox: `echo hi` through execute_command with `commands.sandbox` off, landlock and
 bwrap, in the same run (target: Landlock adds < 2 ms median); then the two ways to apply Landlock without
 `preexec_fn`, measured on a bare spawn: a fresh restricted thread (what rootbound uses) against an exec launcher
-(the Python program bubblewrap needs anyway, `rootbound.sandbox.exec`).
+(the Python program bubblewrap needs anyway, `rootbound.sandbox.exec`), with and without the seccomp filter; and
+what the filter adds to each system call a command makes.
 
     python bench/sandbox.py [N]
 """
@@ -12,6 +13,9 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
+import timeit
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 
 import anyio
@@ -20,7 +24,7 @@ from mcp import Client
 
 from _util import checked, measure, print_table, verdict
 from rootbound.config import load_config
-from rootbound.sandbox import bwrap, landlock, limits
+from rootbound.sandbox import bwrap, landlock, limits, seccomp
 from rootbound.sandbox.launchers import _restrict
 from rootbound.sandbox.layout import DEVICES, SYSTEM_PATHS
 from rootbound.sandbox.spawn import _in_thread
@@ -69,7 +73,7 @@ async def tool_calls(tmp: str) -> dict[str, float]:
 async def bare_spawns(tmp: str) -> None:
     rules = _rules(tmp)
     level = landlock.support()
-    launcher = [*bwrap.launcher_argv(), "--abi", str(level.abi), "--net", "0"]
+    launcher = [*bwrap.launcher_argv(), "--abi", str(level.abi), "--net", "0", "--seccomp", "sockets"]
     for p in (*SYSTEM_PATHS, "/proc"):
         if os.path.exists(p):
             launcher += ["--read", p]
@@ -79,21 +83,56 @@ async def bare_spawns(tmp: str) -> None:
     def plain() -> None:
         subprocess.run(["/bin/echo", "hi"], stdout=subprocess.DEVNULL, check=True)
 
-    def thread() -> None:
-        _in_thread(lambda: (_restrict(rules=rules, network=False, user=None, level=level),
-                            subprocess.Popen(["/bin/echo", "hi"], stdout=subprocess.DEVNULL))[1]).wait()
+    def thread(network: bool = False, metadata: bool = False, argv: tuple[str, ...] = ()) -> Callable[[], None]:
+        def body() -> subprocess.Popen[bytes]:
+            _restrict(rules=rules, network=network, user=None, level=level, metadata=metadata)
+            return subprocess.Popen([*argv, "/bin/echo", "hi"], stdout=subprocess.DEVNULL)
 
-    def thread_prlimit() -> None:
-        _in_thread(lambda: (_restrict(rules=rules, network=False, user=None, level=level),
-                            subprocess.Popen([*prlimit, "/bin/echo", "hi"], stdout=subprocess.DEVNULL))[1]).wait()
+        def spawn() -> None:
+            _in_thread(body).wait()
+        return spawn
 
     def exec_launcher() -> None:
         subprocess.run(launcher, stdout=subprocess.DEVNULL, check=True)
 
-    cases = {"plain Popen": plain, "restricted thread + Popen": thread,
-             "restricted thread + prlimit": thread_prlimit, "exec launcher (python -I -S)": exec_launcher}
+    cases = {"plain Popen": plain, "restricted thread + Popen (no seccomp)": thread(network=True),
+             "restricted thread + Popen (seccomp: sockets)": thread(),
+             "restricted thread + Popen (seccomp: sockets, metadata)": thread(metadata=True),
+             "restricted thread + prlimit": thread(argv=tuple(prlimit)), "exec launcher (python -I -S)": exec_launcher}
     samples = await measure(cases, N, warmup=3)  # type: ignore[arg-type]
     print_table("spawning /bin/echo with Landlock applied (no preexec_fn)", samples, "plain Popen")
+
+
+def syscall_cost() -> None:
+    """What the seccomp filter adds to every system call a command makes: 2*10^6 getppid() in a child, without and
+    with the filter. CPU time, best of N/10 runs (wall time on a shared machine is mostly other people's work)."""
+    loop = ("import os, time; t = time.process_time(); [os.getppid() for _ in range(2 * 10**6)]; "
+            "print(time.process_time() - t)")
+
+    def child(sockets: bool, metadata: bool) -> float:
+        def body() -> subprocess.Popen[bytes]:
+            if sockets or metadata:
+                seccomp.restrict_thread(sockets=sockets, metadata=metadata)
+            return subprocess.Popen([sys.executable, "-I", "-S", "-c", loop], stdout=subprocess.PIPE)
+        return float(_in_thread(body).communicate()[0]) / 2e6
+
+    cases = {"no filter": (False, False), "seccomp: sockets": (True, False),
+             "seccomp: sockets, metadata": (True, True)}
+    best = dict.fromkeys(cases, float("inf"))
+    for _ in range(max(5, N // 10)):
+        for label, options in cases.items():
+            best[label] = min(best[label], child(*options))
+    print("\ngetppid() in a command, CPU time per call (Python loop included), best run")
+    for label, seconds in best.items():
+        print(f"  {label:28} {seconds * 1e9:6.0f} ns  ({(seconds - best['no filter']) * 1e9:+.0f} ns)")
+
+    def install() -> None:
+        thread = threading.Thread(target=seccomp.restrict_thread, kwargs={"sockets": True, "metadata": True})
+        thread.start()
+        thread.join()
+
+    install_times = timeit.repeat(install, number=1, repeat=max(5, N // 10))
+    print(f"  installing the filter on a thread (thread start included): {min(install_times) * 1e6:.0f} us best")
 
 
 async def main() -> None:
@@ -101,6 +140,7 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         await tool_calls(tmp)
         await bare_spawns(tmp)
+    syscall_cost()
 
 
 if __name__ == "__main__":

@@ -82,8 +82,9 @@ class CommandsConfig(_Strict):
     sandbox: Literal["auto", "landlock", "bwrap", "off"] = Field(
         default="auto", description="OS confinement of commands: auto (bubblewrap if it works, else Landlock), "
         "landlock, bwrap, or off (no confinement: the allowlist is the only fence).")
-    network: bool = Field(default=False, description="Let sandboxed commands use the network (TCP under Landlock "
-                          "alone; everything under bubblewrap).")
+    network: bool = Field(default=False, description="Let sandboxed commands use the network (any socket). Off: "
+                          "Landlock denies TCP, seccomp refuses every other socket, bubblewrap adds an empty network "
+                          "namespace.")
     run_as: str | None = Field(default=None, description="User (name or uid) that commands run as when the server "
                                "runs as root.")
     read_paths: list[str] = Field(default_factory=list, description="Host paths sandboxed commands may read and "

@@ -15,7 +15,9 @@ options (all repeatable but --cwd/--net/--abi):
     --read PATH / --write PATH / --device PATH / --list PATH    Landlock rules
     --net 0|1        allow TCP
     --abi N          apply Landlock at this ABI (0: not at all)
-    --no-unix 1      refuse socket(AF_UNIX) with seccomp (`seccomp.py`; network off)
+    --seccomp KINDS  install the seccomp filter (`seccomp.py`), comma-separated: `sockets` (network off: every
+                     socket Landlock cannot police, UNIX ones included), `setid` (chmod to set-uid/gid),
+                     `metadata` (any chmod, xattr writes)
 
 It then executes the command in place (same process). It imports nothing heavy:
 every millisecond here is paid by every command.
@@ -77,8 +79,11 @@ def _run(args: list[str]) -> None:
     creds.drop_capabilities()
     for path in options.get("mkdir", []):
         os.makedirs(path, 0o700, exist_ok=True)
-    if options.get("no-unix"):
-        seccomp.deny_unix_sockets()
+    kinds = {kind for value in options.get("seccomp", []) for kind in value.split(",")}
+    if kinds - {"sockets", "setid", "metadata"}:
+        _fail(f"bad --seccomp {','.join(sorted(kinds))}")
+    if kinds:
+        seccomp.restrict_thread(sockets="sockets" in kinds, metadata="metadata" in kinds, setid="setid" in kinds)
     if ruleset is not None:
         landlock.enforce(ruleset)
     executable, argv = command[0], command[1:]

@@ -5,8 +5,8 @@ write the writable roots and a private temp directory, no capabilities, the
 resource limits, and (when the server is root and `run_as` is set) another user.
 What only bubblewrap adds: read-only protected paths and read-only roots nested in
 writable ones (a mount namespace), private /tmp and /proc, a PID namespace that
-ends leftover processes, a network namespace (UDP too), and chmod/chown outside
-the roots impossible (read-only mounts).
+ends leftover processes, a network namespace, and no metadata change (chmod, chown,
+xattrs, timestamps) outside the writable areas (read-only mounts).
 """
 
 from __future__ import annotations
@@ -49,6 +49,11 @@ class _Base:
         self.user = user
         self.level = level
 
+    @property
+    def stays_root(self) -> bool:
+        """Commands stay uid 0, owner of root's files: chmod needs no capability (seccomp limits it)."""
+        return self.user is None and os.geteuid() == 0
+
     def _protected_lines(self, enforced: bool) -> list[str]:
         rules = self.config.protected_paths
         if not rules:
@@ -88,7 +93,7 @@ class _Base:
         return lines
 
 
-def _no_unix(config: Config) -> bool:
+def _sockets_filtered(config: Config) -> bool:
     return not config.commands.network and seccomp.supported()
 
 
@@ -105,15 +110,37 @@ class LandlockLauncher(_Base):
 
     name = "landlock"
 
+    def _network_line(self) -> str:
+        if self.config.commands.network:
+            return "  network: allowed (every kind of socket)"
+        tcp = "TCP denied (Landlock)" if self.level.tcp else "TCP NOT restricted (Landlock ABI < 4)"
+        if not _sockets_filtered(self.config):
+            return f"  network: {tcp}; UDP and other non-TCP traffic NOT restricted (no seccomp filter for this CPU)"
+        return (f"  network: {tcp}; every other socket refused (seccomp): UDP, ICMP, MPTCP, SCTP, raw, packet, "
+                "vsock, netlink except NETLINK_ROUTE (read-only: interfaces and routes); TCP listen() and Fast "
+                "Open refused too")
+
+    def _metadata_line(self) -> str:
+        if self.stays_root:
+            return ("  metadata: chmod and extended-attribute writes (ACLs too) refused everywhere, in the roots too "
+                    "(seccomp: a uid-0 command owns root's files), so chmod +x, tar x, cp -p, install -m, git config "
+                    "and python3 -m venv fail: use commands.run_as or bubblewrap for chmod; "
+                    "chown to another user refused (no CAP_CHOWN); NOT prevented outside the roots on files uid 0 "
+                    "owns: timestamps (touch -d), chgrp to one of the server's groups, inode flags (chattr, except "
+                    "immutable and append-only)")
+        who = self.user.name if self.user is not None else f"the server's user (uid {os.geteuid()})"
+        return (f"  metadata: files {who} owns can be chmod-ed, given ACLs or other extended attributes and new "
+                "timestamps outside the roots too (Landlock does not cover these; bubblewrap's read-only mounts "
+                "do); other users' files cannot (no capabilities)")
+
     def describe(self) -> list[str]:
-        net = "TCP denied" if not self.config.commands.network else "allowed"
-        if not self.config.commands.network and not self.level.tcp:
-            net = "NOT restricted (Landlock ABI < 4)"
         return [f"  OS confinement: Landlock only ({self.level.describe()})",
                 *self._common_lines(),
-                f"  network: {net}; UDP and other non-TCP traffic is not restricted by Landlock",
-                "  UNIX sockets: " + ("cannot be created (seccomp), so no pathname socket outside (docker, tmux, "
-                                      "ssh-agent) is reachable" if _no_unix(self.config) else "allowed"),
+                self._network_line(),
+                "  UNIX sockets: " + ("cannot be created (seccomp; socketpair() works), so no pathname socket "
+                                      "outside (docker, tmux, ssh-agent) is reachable"
+                                      if _sockets_filtered(self.config) else "allowed"),
+                self._metadata_line(),
                 "  signals: " + ("commands cannot signal the server or other commands (Landlock scope)"
                                  if self.level.scopes else "NOT scoped (Landlock ABI < 6)"),
                 *self._protected_lines(False),
@@ -146,7 +173,8 @@ class LandlockLauncher(_Base):
                 rules.append(landlock.Rule(landlock.FS_READ, fd=launch.cwd_fd))
             prefix = limits.prlimit_argv(c.limits)
             after = None if prefix else partial(limits.apply_to_pid, values=limits.pairs(c.limits))
-            restrict = partial(_restrict, rules=rules, network=c.network, user=self.user, level=self.level)
+            restrict = partial(_restrict, rules=rules, network=c.network, user=self.user, level=self.level,
+                               metadata=self.stays_root)
         except BaseException:
             _remove(base)
             raise
@@ -178,8 +206,10 @@ def _remove(base: str) -> None:
         threading.Thread(target=shutil.rmtree, args=(base,), kwargs={"ignore_errors": True}, daemon=True).start()
 
 
-def _restrict(*, rules: list[landlock.Rule], network: bool, user: RunAs | None, level: landlock.Support) -> None:
-    """Runs on the spawner thread: ruleset (opened as the server), capabilities, user, Landlock."""
+def _restrict(*, rules: list[landlock.Rule], network: bool, user: RunAs | None, level: landlock.Support,
+              metadata: bool) -> None:
+    """Runs on the spawner thread: ruleset (opened as the server), capabilities, user, Landlock, seccomp
+    (`metadata`: refuse chmod and xattr writes, for a command that stays uid 0)."""
     ruleset = landlock.build(rules, network=network, level=level)
     try:
         if creds.supported():
@@ -190,8 +220,9 @@ def _restrict(*, rules: list[landlock.Rule], network: bool, user: RunAs | None, 
         os.close(ruleset)
         raise
     landlock.enforce(ruleset)
-    if not network and seccomp.supported():
-        seccomp.deny_unix_sockets()
+    sockets = not network and seccomp.supported()
+    if sockets or metadata:
+        seccomp.restrict_thread(sockets=sockets, metadata=metadata)
 
 
 class BwrapLauncher(_Base):
@@ -210,8 +241,13 @@ class BwrapLauncher(_Base):
                 "  view: system directories read-only, private /tmp, /dev and /proc; everything else absent",
                 "  network: " + ("shared with the host, and pathname UNIX sockets the command can see are reachable"
                                  if self.config.commands.network else
-                                 "none (own network namespace: no TCP or UDP; UNIX sockets cannot be created "
-                                 "(seccomp), so host sockets in a visible directory are unreachable too)"),
+                                 "none (own network namespace: no TCP or UDP; besides, every socket Landlock cannot "
+                                 "police is refused (seccomp), so UNIX sockets cannot be created and host sockets "
+                                 "in a visible directory are unreachable too)"),
+                "  metadata: unchangeable outside the writable areas (read-only mounts: no chmod, chown, xattrs or "
+                "timestamps); chmod works in the writable roots"
+                + (", except set-uid/set-gid bits (seccomp: a set-uid file made by a uid-0 command would give any "
+                   "local user root)" if self.stays_root else ""),
                 "  processes: own PID namespace (cannot see or signal the server; everything left behind is "
                 "killed when the command exits); dies with the server",
                 *self._protected_lines(True)]
@@ -245,8 +281,10 @@ class BwrapLauncher(_Base):
             opts += ["--user", f"{self.user.uid}:{self.user.gid}:{','.join(map(str, self.user.groups))}"]
         if private_home:
             opts += ["--mkdir", bwrap.HOME]
-        if not self.config.commands.network and seccomp.supported():
-            opts += ["--no-unix", "1"]
+        kinds = [kind for kind, wanted in (("sockets", _sockets_filtered(self.config)), ("setid", self.stays_root))
+                 if wanted]
+        if kinds:
+            opts += ["--seccomp", ",".join(kinds)]
         if self.level.available:
             opts += ["--abi", str(self.level.abi), "--net", "1" if self.config.commands.network else "0"]
             for path in (*where.read_paths, *where.programs, "/proc", *(r.real_path for r in where.readonly)):

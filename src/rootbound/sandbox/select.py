@@ -17,7 +17,7 @@ import pwd
 from rootbound.config import Config, per_config
 from rootbound.errors import Denied
 from rootbound.execution.launch import UNCONFINED, Launch, Launcher
-from rootbound.sandbox import bwrap, creds, landlock
+from rootbound.sandbox import bwrap, creds, landlock, seccomp
 from rootbound.sandbox.creds import RunAs
 from rootbound.sandbox.launchers import BwrapLauncher, LandlockLauncher
 
@@ -67,6 +67,10 @@ def _choose(config: Config) -> Launcher:
         user = resolve_user(config.commands.run_as)
     except ValueError as exc:
         return Refusing(str(exc))
+    if user is None and os.geteuid() == 0 and not seccomp.supported():
+        return Refusing(f"commands would run as root, and without a seccomp filter (none is implemented for "
+                        f"{os.uname().machine}) nothing stops them from making set-uid root files; set "
+                        f"commands.run_as, or {_OPT_OUT}")
     level = landlock.support()
     if mode in ("auto", "bwrap"):
         found = bwrap.probe()
@@ -101,8 +105,9 @@ def headline(config: Config) -> str:
         inner = f" + Landlock ABI {launcher.level.abi} inside" if launcher.level.available else ""
         return f"commands sandbox: {launcher.version}{inner}"
     if isinstance(launcher, LandlockLauncher):
+        root = "; chmod and xattrs refused, as commands run as root: set commands.run_as" if launcher.stays_root else ""
         return (f"commands sandbox: Landlock ABI {launcher.level.abi} only (protected paths not enforced for "
-                "commands, no PID or network namespace: install bubblewrap for those)")
+                f"commands, no PID or network namespace: install bubblewrap for those{root})")
     if isinstance(launcher, Refusing):
         return f"commands sandbox: NONE, every command is refused: {launcher.problem}"
     return "commands sandbox: OFF (commands.sandbox: off): commands run unconfined as the server's user"
