@@ -12,14 +12,13 @@ line or word found more than `_COMMON` times is ignored as saying nothing about 
 
 from __future__ import annotations
 
-import bisect
 import difflib
 import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Near", "Pair", "Want", "closest", "explain", "visible"]
+__all__ = ["Near", "Pair", "Want", "closest", "explain", "span", "visible"]
 
 _COMMON = 200  # a line or word found more often than this gives no hint of place
 _CANDIDATES = 12  # best-voted places compared line by line
@@ -108,8 +107,8 @@ def _line_votes(lines: Sequence[str], want: Want) -> Counter[int]:
     votes for where `want` would start. (`strip`, not `squash`: it runs once per line of the file.)"""
     wanted: dict[str, list[int]] = {}
     for k, text in enumerate(want.lines):
-        key = text.strip()
-        if key and not ((k == 0 and want.partial_start) or (k == len(want.lines) - 1 and want.partial_end)):
+        key = text.strip()  # a first or last line that may be part of a line is usually a whole one: it votes too
+        if key:
             wanted.setdefault(key, []).append(k)
     hits: dict[str, list[int]] = {}
     if wanted:
@@ -176,6 +175,11 @@ def _align(lines: Sequence[str], want: Want, start: int) -> list[Pair]:
 
 
 # -- saying what differs -------------------------------------------------------------------------
+
+
+def span(first: int, last: int) -> str:
+    """ "line 6" or "lines 6-8" (1-based, inclusive)."""
+    return f"line {first}" if first == last else f"lines {first}-{last}"
 
 
 def visible(text: str) -> str:

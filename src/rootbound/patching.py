@@ -480,7 +480,7 @@ def _scopes(lines: _Lines, hunk: Hunk) -> list[tuple[int, int]]:
     scopes = [(0, lines.count)]
     for anchor in hunk.anchors:
         want = anchor.strip()
-        inner = []
+        inner: list[tuple[int, int]] = []
         for lo, hi in scopes:
             hits = [i for i in range(lo, hi) if text[i].strip() == want] or \
                    [i for i in range(lo, hi) if text[i].strip().startswith(want)]
@@ -563,11 +563,12 @@ def _mismatch(lines: _Lines, hunk: Hunk, old: _Old, hint: int | None, where: str
         pairs = [nearmatch.Pair(k, start + k if start + k < lines.count else None) for k in range(len(want.lines))]
         near = nearmatch.Near(start, min(start + len(pairs), lines.count), pairs)
     line, detail = _first_difference(text, want, old, near)
-    out = (f"patch failed: hunk {hunk.number} does not match {where or f'at line {line}'} ({detail}); context "
+    place = f"does not match {where}" if where else f"does not match at line {line}"
+    out = (f"patch failed: hunk {hunk.number} {place} ({detail}); context "
            "and removed lines must match the file exactly (a context line's trailing whitespace aside)")
     if near.end > near.start:
         last = min(near.end, near.start + _REGION)
-        out += f". Its closest place is lines {near.start + 1}-{near.end}; the file there:\n"
+        out += f". Its closest place is {nearmatch.span(near.start + 1, near.end)}; the file there:\n"
         out += "\n".join(f"{n + 1:6d}\t{text[n]}" for n in range(near.start, last)) + "\n"
     else:
         out += "; "
@@ -606,8 +607,8 @@ def apply(data: bytes, fp: FilePatch) -> tuple[bytes, list[Applied]]:
         if n and pos < end:
             other = placed[n - 1][1]
             first, second = sorted((other.number, hunk.number))
-            raise PatchError(f"patch failed: hunks {first} and {second} overlap at line {pos + 1} of the file; "
-                             "merge them into one hunk; the file is unchanged")
+            raise PatchError(f"patch failed: hunks {first} and {second} overlap at line {pos + 1} "
+                             "of the file; merge them into one hunk; the file is unchanged")
         end = max(end, pos + len(hunk.old))
     out: list[bytes] = []
     applied: list[Applied] = []
