@@ -595,6 +595,17 @@ def _first_difference(text: list[str], want: nearmatch.Want, old: _Old, near: ne
     return near.start + 1, "the lines differ"
 
 
+def _shares_context(first: Hunk, second: Hunk, shared: int) -> bool:
+    """Whether two hunks overlap only in context lines that both keep, with nothing added inside them
+    (models often repeat the previous hunk's last context lines): then both apply, the lines once."""
+    tail, head = first.old[-shared:], second.old[:shared]
+    if len(head) < shared or any(ln.kind != " " for ln in [*tail, *head]):
+        return False
+    after = first.lines[next(i for i, ln in enumerate(first.lines) if ln is tail[0]):]
+    before = second.lines[:next(i for i, ln in enumerate(second.lines) if ln is head[-1])]
+    return not any(ln.kind == "+" for ln in [*after, *before])
+
+
 def apply(data: bytes, fp: FilePatch) -> tuple[bytes, list[Applied]]:
     """Apply every hunk of `fp` to `data`, or raise `PatchError` and change nothing."""
     lines = _split(data)
@@ -604,7 +615,7 @@ def apply(data: bytes, fp: FilePatch) -> tuple[bytes, list[Applied]]:
     placed = sorted(((_place(index, h), h) for h in fp.hunks), key=lambda ph: (ph[0], bool(ph[1].old), ph[1].number))
     end = 0
     for n, (pos, hunk) in enumerate(placed):
-        if n and pos < end:
+        if n and pos < end and not _shares_context(placed[n - 1][1], hunk, end - pos):
             other = placed[n - 1][1]
             first, second = sorted((other.number, hunk.number))
             raise PatchError(f"patch failed: hunks {first} and {second} overlap at line {pos + 1} "
@@ -619,7 +630,8 @@ def apply(data: bytes, fp: FilePatch) -> tuple[bytes, list[Applied]]:
         k = pos
         for ln in hunk.lines:
             if ln.kind == " ":
-                out.append(lines[k])
+                if k >= cursor:  # a context line the previous hunk ended with is already out
+                    out.append(lines[k])
                 k += 1
             elif ln.kind == "-":
                 k += 1
