@@ -526,8 +526,13 @@ def _place(lines: _Lines, hunk: Hunk) -> int:
         if lines.matches_at(old, at):
             return at
         raise _mismatch(lines, hunk, old, max(at, 0), "at the end of the file")
-    scopes = _scopes(lines, hunk) if hunk.anchors else [(0, lines.count)]
-    found = sorted({m for lo, hi in scopes for m in lines.find(old, lo, hi, _MAX_LISTED + 1)})
+    if hunk.anchors:  # the change itself (not its context) must lie in a block an anchor opens
+        lead = _first_change(hunk)
+        found = sorted({m for lo, hi in _scopes(lines, hunk)
+                        for m in lines.find(old, max(lo - lead, 0), min(hi + len(old), lines.count), _MAX_LISTED + 1)
+                        if lo <= m + lead < hi})
+    else:
+        found = lines.find(old, 0, lines.count, _MAX_LISTED + 1)
     if len(found) == 1:
         return found[0]
     if found:
@@ -540,6 +545,11 @@ def _place(lines: _Lines, hunk: Hunk) -> int:
             raise PatchError(f"patch failed: hunk {hunk.number} matches at line {elsewhere[0] + 1}, which is not "
                              f"inside '@@ {hunk.anchors[-1]}'; fix the anchor or drop it; the file is unchanged")
     raise _mismatch(lines, hunk, old, header_at, "")
+
+
+def _first_change(hunk: Hunk) -> int:
+    """How many context lines come before the hunk's first removed or added line."""
+    return next((n for n, ln in enumerate(hunk.lines) if ln.kind != " "), len(hunk.lines))
 
 
 def _ambiguous(hunk: Hunk, found: list[int], header_at: int | None) -> PatchError:
