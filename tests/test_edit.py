@@ -71,6 +71,14 @@ async def test_crlf_file_matched_with_lf_text_keeps_crlf(server: Harness, worksp
     assert got["first_changed_line"] == 2
 
 
+async def test_mixed_line_endings_outside_the_edit_are_kept(server: Harness, workspace: Path) -> None:
+    (workspace / "m.txt").write_bytes(b"a\r\nb\nc\r\nd\r\n")
+    await edit(server, "m.txt", "b\nc\n", "B\nC\n")  # matches "b\nc\r\n"; most lines are CRLF
+    assert (workspace / "m.txt").read_bytes() == b"a\r\nB\r\nC\r\nd\r\n"
+    await edit(server, "m.txt", "a", "A")
+    assert (workspace / "m.txt").read_bytes() == b"A\r\nB\r\nC\r\nd\r\n"
+
+
 async def test_lf_file_given_crlf_text_stays_lf(server: Harness, workspace: Path) -> None:
     (workspace / "a.txt").write_bytes(b"one\ntwo\nthree\n")
     await edit(server, "a.txt", "one\r\ntwo\r\n", "one\r\n2\r\n")

@@ -22,10 +22,12 @@ __all__ = ["Near", "Pair", "Want", "closest", "explain", "span", "visible"]
 
 _COMMON = 200  # a line or word found more often than this gives no hint of place
 _CANDIDATES = 12  # best-voted places compared line by line
+_MAX_WANT = 400  # lines of the wanted text compared
 _LOOKAHEAD = 3  # lines an alignment may skip on either side (an omitted or extra line)
 _MAX_SHOWN = 80  # characters of a line quoted in a message
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+")
 _TOKEN = re.compile(r"\w+|[^\w\s]")
+_WORDCHAR = re.compile(r"\w")
 
 
 def squash(text: str) -> str:
@@ -76,6 +78,8 @@ def closest(lines: Sequence[str], want: Want, hint: int | None = None) -> Near |
     lines and words, then nearest to `hint`, then first. None when nothing in the file resembles it."""
     if not want.lines or not lines:
         return None
+    if len(want.lines) > _MAX_WANT:  # its beginning says where it is; comparing all of it costs too much
+        want = Want(want.lines[:_MAX_WANT], want.partial_start)
     votes = _line_votes(lines, want) or _word_votes(lines, want)
     starts = [s for s, _ in sorted(votes.items(), key=lambda sv: (-sv[1], _distance(sv[0], hint), sv[0]))]
     starts = starts[:_CANDIDATES]
@@ -134,10 +138,18 @@ def _word_votes(lines: Sequence[str], want: Want) -> Counter[int]:
     votes: Counter[int] = Counter()
     for word, ks in words.items():
         found: set[int] = set()
-        line, last = 0, 0
-        for m in re.finditer(rf"\b{re.escape(word)}\b", text):
-            line += text.count("\n", last, m.start())
-            last = m.start()
+        line = last = rejected = 0
+        # A literal then (?!\w): the regex engine's fast literal search. A leading \b would defeat it.
+        for m in re.finditer(re.escape(word) + r"(?!\w)", text):
+            at = m.start()
+            if at and _WORDCHAR.match(text, at - 1):  # inside a longer word
+                rejected += 1
+                if rejected > 20 * _COMMON:
+                    found = set(range(_COMMON + 1))  # as good as common
+                    break
+                continue
+            line += text.count("\n", last, at)
+            last = at
             found.add(line)
             if len(found) > _COMMON:
                 break
