@@ -609,7 +609,7 @@ def _shares_context(first: Hunk, second: Hunk, shared: int) -> bool:
     """Whether two hunks overlap only in context lines that both keep, with nothing added inside them
     (models often repeat the previous hunk's last context lines): then both apply, the lines once."""
     tail, head = first.old[-shared:], second.old[:shared]
-    if len(head) < shared or any(ln.kind != " " for ln in [*tail, *head]):
+    if len(tail) < shared or len(head) < shared or any(ln.kind != " " for ln in [*tail, *head]):
         return False
     after = first.lines[next(i for i, ln in enumerate(first.lines) if ln is tail[0]):]
     before = second.lines[:next(i for i, ln in enumerate(second.lines) if ln is head[-1])]
