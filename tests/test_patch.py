@@ -206,3 +206,183 @@ async def test_failed_creation_patch_leaves_no_parent_folders(server: Harness, w
     msg = await server.err("patch_file", root="workspace", path="new/dir/f.txt", patch="@@ -1 +1 @@\n-a\n+b\n")
     assert msg.startswith("patch failed: hunk 1 does not match at line 1")
     assert not (workspace / "new").exists()
+
+
+# -- never a guess: equal places, near misses, order (issue 16) ------------------------------------
+
+
+TWIN = ("def total(x):\n"
+        "    if x is None:\n"
+        "        return 0\n"
+        "    return sum(x)\n"
+        "\n"
+        "\n"
+        "def count(x):\n"
+        "    if x is None:\n"
+        "        return 0\n"
+        "    return len(x)\n")
+TWIN_HUNK = "     if x is None:\n-        return 0\n+        return -1\n"
+
+
+@pytest.mark.parametrize("header", ["@@ -5,2 +5,2 @@", "@@", "@@ -1,2 +1,2 @@"])
+async def test_identical_blocks_are_refused_unless_the_header_names_one(server: Harness, workspace: Path,
+                                                                        header: str) -> None:
+    """Two identical blocks (lines 2-3 and 8-9): a header naming neither used to pick the nearer one silently."""
+    (workspace / "twin.py").write_text(TWIN)
+    msg = await server.err("patch_file", root="workspace", path="twin.py", patch=f"{header}\n{TWIN_HUNK}")
+    assert msg.startswith("patch failed: hunk 1 matches 2 places (lines 2, 8)"), msg
+    assert "add context lines that tell them apart" in msg
+    assert (workspace / "twin.py").read_text() == TWIN
+
+
+@pytest.mark.parametrize(("header", "changed"), [("@@ -8,2 +8,2 @@", "count"), ("@@ -2,2 +2,2 @@", "total")])
+async def test_identical_blocks_apply_where_the_header_says(server: Harness, workspace: Path, header: str,
+                                                            changed: str) -> None:
+    (workspace / "twin.py").write_text(TWIN)
+    await patch(server, "twin.py", f"{header}\n{TWIN_HUNK}")
+    text = (workspace / "twin.py").read_text()
+    body = text.split(f"def {changed}(x):\n")[1][:60]
+    assert "return -1" in body and text.count("return -1") == 1
+
+
+async def test_more_context_tells_identical_blocks_apart(server: Harness, workspace: Path) -> None:
+    (workspace / "twin.py").write_text(TWIN)
+    got = await patch(server, "twin.py", "@@ -1,3 +1,3 @@\n def count(x):\n" + TWIN_HUNK)
+    assert got["hunks"] == [{"hunk": 1, "line": 7, "offset": 6}]
+    assert (workspace / "twin.py").read_text() == TWIN.replace("0\n    return len", "-1\n    return len")
+
+
+MEDIAN = ("import math\n"
+          "\n"
+          "\n"
+          "def mean(values):\n"
+          "    return sum(values) / len(values)\n"
+          "\n"
+          "\n"
+          "def median(values):\n"
+          "    if not values:\n"
+          "        raise ValueError('empty')\n"
+          "    ordered = sorted(values)\n"
+          "    n = len(ordered)\n"
+          "    mid = n // 2\n"
+          "    if n % 2:\n"
+          "        return ordered[mid]\n"
+          "    return (ordered[mid - 1] + ordered[mid]) / 2\n")
+
+
+async def test_a_failed_hunk_names_its_closest_place_not_the_header_line(server: Harness,
+                                                                         workspace: Path) -> None:
+    """The header says line 2; the hunk's lines are at 11-13, where one line is indented with a tab."""
+    (workspace / "stats.py").write_text(MEDIAN.replace("    n = len(ordered)", "\tn = len(ordered)"))
+    diff = ("@@ -2,3 +2,3 @@\n     ordered = sorted(values)\n-    n = len(ordered)\n+    n = len(values)\n"
+            "     mid = n // 2\n")
+    msg = await server.err("patch_file", root="workspace", path="stats.py", patch=diff)
+    assert msg.startswith("patch failed: hunk 1 does not match at line 12 (expected '    n = len(ordered)', "
+                          "found '\\tn = len(ordered)': indentation differs: the file has 1 tab, the hunk has "
+                          "4 spaces (tabs vs spaces))"), msg
+    assert "closest place is lines 11-13" in msg and "    12\t\tn = len(ordered)" in msg
+
+
+async def test_an_omitted_context_line_is_named(server: Harness, workspace: Path) -> None:
+    (workspace / "stats.py").write_text(MEDIAN)
+    diff = "@@ -11,3 +11,3 @@\n     ordered = sorted(values)\n-    mid = n // 2\n+    mid = n >> 1\n"
+    msg = await server.err("patch_file", root="workspace", path="stats.py", patch=diff)
+    assert msg.startswith("patch failed: hunk 1 does not match at line 12 (found '    n = len(ordered)', a line "
+                          "the hunk lacks here: was a context line left out?)"), msg
+
+
+async def test_trailing_whitespace_is_tolerated_in_context_lines_only(server: Harness, workspace: Path) -> None:
+    (workspace / "t.py").write_text("a = 1  \nb = 2\t\nc = 3 \n")
+    # Context lines without the file's trailing whitespace apply, and keep it; '+' lines are written as given.
+    await patch(server, "t.py", "@@ -1,3 +1,3 @@\n a = 1\n-b = 2\t\n+b = 20  \n c = 3\n")
+    assert (workspace / "t.py").read_text() == "a = 1  \nb = 20  \nc = 3 \n"
+    # A removed line must match exactly, trailing whitespace included.
+    msg = await server.err("patch_file", root="workspace", path="t.py", patch="@@ -2 +2 @@\n-b = 20\n+b = 3\n")
+    assert msg.startswith("patch failed: hunk 1 does not match at line 2 (expected 'b = 20', found 'b = 20  ': "
+                          "trailing whitespace differs"), msg
+    assert (workspace / "t.py").read_text() == "a = 1  \nb = 20  \nc = 3 \n"
+
+
+async def test_hunks_out_of_order_apply_by_position(server: Harness, workspace: Path) -> None:
+    (workspace / "f.txt").write_text(CODE)
+    diff = "@@ -40,3 +40,3 @@\n line 40\n-line 41\n+LINE 41\n@@ -2,3 +2,3 @@\n line 2\n-line 3\n+LINE 3\n"
+    got = await patch(server, "f.txt", diff)
+    assert got["hunks"] == [{"hunk": 1, "line": 40, "offset": 0}, {"hunk": 2, "line": 2, "offset": 0}]
+    assert (workspace / "f.txt").read_text() == CODE.replace("line 41\n", "LINE 41\n").replace("line 3\n", "LINE 3\n")
+
+
+async def test_overlapping_hunks_are_refused(server: Harness, workspace: Path) -> None:
+    (workspace / "f.txt").write_text(CODE)
+    diff = "@@ -2,3 +2,3 @@\n line 2\n-line 3\n+LINE 3\n line 4\n@@ -4,2 +4,2 @@\n line 4\n-line 5\n+LINE 5\n"
+    await patch(server, "f.txt", diff)  # sharing a context line is not overlapping
+    diff = "@@ -2,3 +2,3 @@\n line 2\n-LINE 3\n+3\n line 4\n@@ -3,2 +3,2 @@\n-LINE 3\n+three\n line 4\n"
+    msg = await server.err("patch_file", root="workspace", path="f.txt", patch=diff)
+    assert msg.startswith("patch failed: hunks 1 and 2 overlap at line 3 of the file"), msg
+
+
+async def test_only_added_lines_without_a_line_number_are_refused(server: Harness, workspace: Path) -> None:
+    (workspace / "f.txt").write_text("a\n")
+    assert "nothing says where it goes" in await server.err("patch_file", root="workspace", path="f.txt",
+                                                            patch="@@\n+b\n")
+    assert (workspace / "f.txt").read_text() == "a\n"
+
+
+# -- the *** Begin Patch envelope (OpenAI apply_patch) --------------------------------------------
+
+
+async def test_begin_patch_update_with_an_anchor(server: Harness, workspace: Path) -> None:
+    (workspace / "stats.py").write_text(MEDIAN)
+    envelope = ("*** Begin Patch\n*** Update File: stats.py\n@@ def median(\n     ordered = sorted(values)\n"
+                "-    n = len(ordered)\n+    n = len(values)\n     mid = n // 2\n*** End Patch\n")
+    got = await patch(server, "stats.py", envelope)
+    assert got["hunks"] == [{"hunk": 1, "line": 11}]
+    assert (workspace / "stats.py").read_text() == MEDIAN.replace("n = len(ordered)", "n = len(values)")
+
+
+async def test_begin_patch_anchor_chooses_between_identical_blocks(server: Harness, workspace: Path) -> None:
+    (workspace / "twin.py").write_text(TWIN)
+    body = f"{TWIN_HUNK}*** End Patch\n"
+    msg = await server.err("patch_file", root="workspace", path="twin.py",
+                           patch=f"*** Begin Patch\n*** Update File: twin.py\n@@\n{body}")
+    assert msg.startswith("patch failed: hunk 1 matches 2 places (lines 2, 8)")
+    await patch(server, "twin.py", f"*** Begin Patch\n*** Update File: twin.py\n@@ def count(x):\n{body}")
+    assert (workspace / "twin.py").read_text() == TWIN.replace("0\n    return len", "-1\n    return len")
+    msg = await server.err("patch_file", root="workspace", path="twin.py",
+                           patch=f"*** Begin Patch\n*** Update File: twin.py\n@@ def nothing(\n{body}")
+    assert "anchor '@@ def nothing(' names no line of the file" in msg
+
+
+async def test_begin_patch_several_hunks_end_of_file_and_fences(server: Harness, workspace: Path) -> None:
+    (workspace / "stats.py").write_text(MEDIAN)
+    envelope = ("Here is the patch:\n```\n*** Begin Patch\n*** Update File: src/stats.py\n"
+                "@@ def mean(values):\n-    return sum(values) / len(values)\n"
+                "+    return math.fsum(values) / len(values)\n"
+                "@@\n     if n % 2:\n         return ordered[mid]\n     return (ordered[mid - 1] + ordered[mid]) / 2\n"
+                "+\n+\n+MEDIAN = median\n*** End of File\n*** End Patch\n```\n")
+    await patch(server, "stats.py", envelope)
+    assert (workspace / "stats.py").read_text() == MEDIAN.replace("return sum(", "return math.fsum(") + \
+        "\n\nMEDIAN = median\n"
+
+
+async def test_begin_patch_add_and_delete(server: Harness, workspace: Path) -> None:
+    got = await patch(server, "pkg/new.py", "*** Begin Patch\n*** Add File: pkg/new.py\n+X = 1\n+Y = 2\n*** End Patch")
+    assert got["created"] is True and (workspace / "pkg/new.py").read_text() == "X = 1\nY = 2\n"
+    msg = await server.err("patch_file", root="workspace", path="pkg/new.py",
+                           patch="*** Begin Patch\n*** Add File: pkg/new.py\n+Z = 3\n*** End Patch")
+    assert "already exists" in msg
+    msg = await server.err("patch_file", root="workspace", path="pkg/new.py",
+                           patch="*** Begin Patch\n*** Delete File: pkg/new.py\n*** End Patch")
+    assert "use remove_file" in msg
+    msg = await server.err("patch_file", root="workspace", path="pkg/new.py", patch=(
+        "*** Begin Patch\n*** Update File: pkg/new.py\n*** Move to: pkg/old.py\n@@\n-X = 1\n+X = 0\n*** End Patch"))
+    assert "use move" in msg or "with move" in msg
+    assert (workspace / "pkg/new.py").read_text() == "X = 1\nY = 2\n"
+
+
+async def test_begin_patch_with_several_files_uses_the_one_named_path(server: Harness, workspace: Path) -> None:
+    (workspace / "a.py").write_text("A = 1\n")
+    (workspace / "b.py").write_text("B = 1\n")
+    envelope = ("*** Begin Patch\n*** Update File: a.py\n@@\n-A = 1\n+A = 2\n"
+                "*** Update File: b.py\n@@\n-B = 1\n+B = 2\n*** End Patch\n")
+    await patch(server, "b.py", envelope)
+    assert (workspace / "a.py").read_text() == "A = 1\n" and (workspace / "b.py").read_text() == "B = 2\n"

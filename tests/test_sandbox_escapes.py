@@ -274,3 +274,20 @@ async def test_read_only_root_stays_read_only(servers: CommandServers, tmp_path:
                   root="work")
     assert sorted(os.listdir(docs)) == ["manual.txt"] and (docs / "manual.txt").read_text() == "manual\n"
     assert (work / "copy").read_text() == "manual\n"  # reading it, and writing the writable root, both work
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+async def test_a_root_editable_only_by_edit_file_is_writable_for_commands(servers: CommandServers, tmp_path: Path,
+                                                                          sandbox: str) -> None:
+    """edit_file is a writing tool: a root that allows it may be changed by commands too (as with patch_file)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    cfg = tmp_path / "edit.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "roots": [{"name": "src", "path": str(src), "allowed_tools": ["read_file", "edit_file"]}],
+        "commands": {"allowed": "*", "sandbox": sandbox}}))
+    app = App(load_config(str(cfg), env={}))
+    servers.stack.callback(app.close)
+    h = Harness(app, await servers.stack.enter_async_context(Client(app.server)))
+    await h.ok("shell", command="echo built > out.txt", root="src")
+    assert (src / "out.txt").read_text() == "built\n"

@@ -187,7 +187,8 @@ async def test_tool_call_over_http(http_server: HttpServer, mode: str) -> None:
         assert result.structured_content["content"] == "Hello over HTTP\n"
         roots = await client.call_tool("list_roots", {})
         assert roots.structured_content == {"roots": [{"name": "ws", "allowed_tools": [
-            "list_folder", "read_file", "write_file", "remove_file", "patch_file", "create_folder", "remove_folder",
+            "list_folder", "read_file", "write_file", "remove_file", "patch_file", "edit_file", "create_folder",
+            "remove_folder",
             "stat_file", "hash_file", "permissions_file", "copy", "move", "grep", "glob"]}]}
 
 

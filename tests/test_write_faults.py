@@ -269,6 +269,8 @@ def _calls(path: str) -> list[tuple[str, dict[str, str]]]:
         ("write_file", {"root": ws, "path": path, "content": "pwned", "mode": "append"}),
         ("write_file", {"root": ws, "path": path, "content": "pwned", "mode": "create_only"}),
         ("patch_file", {"root": ws, "path": path, "patch": "@@ -0,0 +1 @@\n+pwned\n"}),
+        ("edit_file", {"root": ws, "path": path, "old_string": "", "new_string": "pwned"}),
+        ("edit_file", {"root": ws, "path": path, "old_string": "OUTSIDE-SECRET", "new_string": "pwned"}),
         ("create_folder", {"root": ws, "path": path}),
         ("remove_file", {"root": ws, "path": path}),
         ("remove_folder", {"root": ws, "path": path}),
@@ -300,7 +302,7 @@ async def test_outside_symlink_as_final_component_never_reaches_outside(
     before_out = snapshot(outside)
     for tool, arguments in _calls(path):
         result = await server.client.call_tool(tool, arguments)
-        follows = tool in ("write_file", "patch_file", "create_folder") or (
+        follows = tool in ("write_file", "patch_file", "edit_file", "create_folder") or (
             tool == "copy" and (arguments["dest_path"] == path or arguments["source_path"] == path)) or (
             tool == "move" and arguments["dest_path"] == path)
         if follows:  # these look through the link: refused

@@ -24,7 +24,7 @@ __all__ = ["FILE_TOOLS", "Root", "RootSet", "display_path", "split_path"]
 
 # Seed 003 §7.2: the names an operator may put in `allowed_tools`.
 FILE_TOOLS: tuple[str, ...] = (
-    "list_folder", "read_file", "write_file", "remove_file", "patch_file", "create_folder",
+    "list_folder", "read_file", "write_file", "remove_file", "patch_file", "edit_file", "create_folder",
     "remove_folder", "stat_file", "hash_file", "permissions_file", "copy", "move", "grep", "glob",
 )
 

@@ -29,8 +29,8 @@ __all__ = ["DEVICES", "SYSTEM_PATHS", "WRITING_TOOLS", "Layout", "is_under", "la
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/sys",
                 "/nix/store", "/gnu/store")
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
-WRITING_TOOLS = frozenset({"write_file", "patch_file", "remove_file", "create_folder", "remove_folder", "copy",
-                           "move"})
+WRITING_TOOLS = frozenset({"write_file", "patch_file", "edit_file", "remove_file", "create_folder", "remove_folder",
+                           "copy", "move"})
 
 
 def is_under(path: str, base: str) -> bool:

@@ -196,7 +196,8 @@ def patch_file(ctx: CallContext, args: PatchFileArgs) -> PatchFileResult:
     except patching.PatchError as exc:
         raise ToolError(str(exc)) from None
     if fp.deletes:
-        raise ToolError("the patch deletes the file (+++ /dev/null); use remove_file to remove a file")
+        raise ToolError("the patch deletes the file (+++ /dev/null or *** Delete File); use remove_file to remove "
+                        "a file")
     with resolve(ctx, root, path, make_parents=True, guard=Guard(ctx)) as (loc, _):
         if loc.name == ".":
             raise ToolError(f"path is a directory, not a file: {path}")
@@ -312,9 +313,11 @@ TOOLS = [
         PathArgs, RemovedResult, writes("Remove a file", destructive=True, idempotent=True), remove_file),
     ToolSpec(
         "patch_file", "Patch a file",
-        "Apply a unified diff (as `diff -u` or `git diff` print it) to one file in a root; all hunks or nothing. "
-        "Context and '-' lines must match the file exactly; a hunk whose line numbers are off still applies where "
-        "its context is found nearest, and the result reports each hunk's line and offset. A missing file is "
+        "Apply a unified diff (as `diff -u` or `git diff` print it, or a '*** Begin Patch' patch) to one file in a "
+        "root; all hunks or nothing. Context and '-' lines must match the file exactly (a context line's trailing "
+        "whitespace aside); a hunk applies where they match, even if its line numbers are off, and where they "
+        "match several places only at the line its header names (else the error lists them). The result reports "
+        "each hunk's line and offset. A missing file is "
         "created (patch against empty content, e.g. '--- /dev/null' and '@@ -0,0 +1,3 @@'). If the diff covers "
         "several files, only the part whose ---/+++ name is `path` is used. On failure the file is unchanged and "
         "the error names the hunk and line. Optional expected_sha256 as for write_file.",

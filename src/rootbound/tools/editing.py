@@ -1,0 +1,169 @@
+"""edit_file: replace exact text in a file, the edit primitive models are trained on.
+
+The matching is `rootbound.editing` (pure); this handler only reads, guards and
+writes, exactly as patch_file does: resolved beneath the root with the protected-path
+guard, under the target lock, `expected_sha256` checked, atomic replacement.
+"""
+
+from __future__ import annotations
+
+import stat
+from typing import Annotated, Any
+
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, ConfigDict, Field
+
+from rootbound import editing, fsops
+from rootbound.errors import ToolError
+from rootbound.roots import display_path, split_path
+from rootbound.tools.base import Args, CallContext, ToolOutput, ToolSpec
+from rootbound.tools.targets import (
+    Guard,
+    check_expected,
+    keep_owner,
+    read_current,
+    regular_or_none,
+    resolve,
+    sha256,
+    unchanged_since,
+)
+
+__all__ = ["TOOLS"]
+
+MAX_EDIT_SIZE = 64 * 1024 * 1024  # the file is held in memory, as for patch_file
+
+
+def _compact(schema: dict[str, Any]) -> dict[str, Any]:
+    """Every byte of a tool definition is sent to the model on every turn: drop the generated titles, spell an
+    optional field as its type alone (null is accepted all the same) and put the edit item's schema inline."""
+    schema.pop("title", None)
+    defs = schema.pop("$defs", {})
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+        options = prop.pop("anyOf", None)
+        if options:
+            prop.update(next(o for o in options if o.get("type") != "null"))
+            if prop.get("default", 0) is None:
+                del prop["default"]
+        ref = prop.get("items", {}).pop("$ref", None)
+        if ref:
+            item = _compact(defs[ref.rsplit("/", 1)[1]])
+            item.pop("additionalProperties")
+            item["properties"]["replace_all"].pop("default")
+            prop["items"].update(item)
+    return schema
+
+
+class OneEdit(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    old_string: str
+    new_string: str
+    replace_all: bool = False
+
+
+class EditFileArgs(Args):
+    # No descriptions on the fields: the tool's description says it all in fewer bytes.
+    root: str
+    path: str
+    old_string: str | None = None
+    new_string: str | None = None
+    replace_all: bool = False
+    edits: list[OneEdit] | None = None
+    expected_sha256: Annotated[str | None, Field(pattern=r"^[0-9a-fA-F]{64}$")] = None
+
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return _compact(super().model_json_schema(*args, **kwargs))
+
+
+class EditFileResult(BaseModel):
+    path: str
+    replacements: int
+    first_changed_line: int
+    size: int
+    created: bool
+    sha256: str
+
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        schema = _compact(super().model_json_schema(*args, **kwargs))
+        del schema["required"]  # every field is always there; the types are what a client needs
+        return schema
+
+
+def _edits(args: EditFileArgs) -> list[editing.Edit]:
+    single = args.old_string is not None or args.new_string is not None
+    if args.edits is not None:
+        if single or args.replace_all:
+            raise ToolError("give either old_string and new_string (with replace_all), or edits, not both")
+        if not args.edits:
+            raise ToolError("edits is empty; give at least one {old_string, new_string}")
+        return [editing.Edit(e.old_string, e.new_string, e.replace_all) for e in args.edits]
+    if args.old_string is None or args.new_string is None:
+        missing = "old_string" if args.old_string is None else "new_string"
+        raise ToolError(f"{missing} is required (or give edits: a list of {{old_string, new_string}})")
+    return [editing.Edit(args.old_string, args.new_string, args.replace_all)]
+
+
+def _text(data: bytes, path: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ToolError(f"{path} is not UTF-8 text; edit_file changes text only (use write_file with "
+                        "encoding=base64 for binary files)") from None
+
+
+def edit_file(ctx: CallContext, args: EditFileArgs) -> ToolOutput:
+    root = ctx.roots.get_for(args.root, "edit_file")
+    edits = _edits(args)
+    path = args.path
+    if root.is_root(path):
+        raise ToolError(f"path is the root directory, not a file: {path!r}; give the path of the file to edit")
+    if path.endswith("/"):
+        raise ToolError(f"invalid path: a file path must not end with '/': {path}")
+    shown = display_path(split_path(path))
+    creates = edits[0].old == ""  # only then may the file (and its folders) be missing
+    with resolve(ctx, root, path, make_parents=creates, guard=Guard(ctx)) as (loc, _):
+        if loc.name == ".":
+            raise ToolError(f"path is a directory, not a file: {path}")
+        with fsops.target_lock(loc.dirfd, loc.name):
+            st = regular_or_none(loc, path)
+            if st is None and not creates:
+                raise ToolError(f"file not found: {path} (to create a file, give an empty old_string, or use "
+                                "write_file)")
+            data, st = read_current(loc, MAX_EDIT_SIZE, path) if st else (b"", None)
+            check_expected(args.expected_sha256, sha256(data) if st else None, path)
+            try:
+                done = editing.apply(_text(data, path), edits, shown)
+            except editing.EditError as exc:
+                raise ToolError(str(exc)) from None
+            new = done.text.encode("utf-8")
+            try:
+                fsops.write_file(
+                    loc.dirfd, loc.name, lambda fd: fsops.write_all(fd, new), replace=st is not None,
+                    perms=stat.S_IMODE(st.st_mode) if st else fsops.NEW_FILE_MODE,
+                    owner=keep_owner(st), before_commit=lambda: unchanged_since(loc, st, path))
+            except FileExistsError:
+                raise ToolError(f"{path} was created by someone else while this call ran; nothing was "
+                                "changed, try again") from None
+    result = EditFileResult(path=shown, replacements=done.replacements, first_changed_line=done.first_changed_line,
+                            size=len(new), created=st is None, sha256=sha256(new))
+    n = done.replacements
+    head = (f"Created {shown} ({len(new)} bytes)." if st is None else
+            f"Edited {shown}: {n} replacement{'s' * (n != 1)}, first changed line {done.first_changed_line}.")
+    return ToolOutput(result, f"{head}\n{done.shown}" if done.shown else head)
+
+
+# As writes() would say, in fewer bytes: no second title, and not the hints whose MCP default already
+# says it (readOnlyHint and idempotentHint default to false).
+_ANNOTATIONS = ToolAnnotations(destructive_hint=True, open_world_hint=False)
+
+TOOLS = [
+    ToolSpec(
+        "edit_file", "Edit a file",
+        "Replace old_string with new_string in a file; old_string must match the file exactly (copy it from "
+        "read_file, without line numbers) and only once, unless replace_all. edits: several replacements in order, "
+        "all or nothing. Use this to change part of a file, write_file to create or rewrite a whole one.",
+        EditFileArgs, EditFileResult, _ANNOTATIONS, edit_file),
+]
