@@ -144,6 +144,38 @@ async def test_foreign_origin_and_host_are_refused_even_on_a_wildcard_bind(tmp_p
     assert "WITHOUT an auth token" in logged  # a wildcard bind with no token is announced loudly
 
 
+HOST_CASES = [
+    # Behind a TLS proxy clients send the name without the default port; direct clients send a port.
+    ("mcp.example.com", 200), ("mcp.example.com:443", 200), ("mcp.example.com:8443", 200),  # "name:*"
+    ("bare.example.com", 200), ("bare.example.com:443", 200),  # "name"
+    ("tls.example.com", 200), ("tls.example.com:443", 200), ("tls.example.com:8443", 421),  # "name:443"
+    ("[2001:db8::1]", 200), ("[2001:db8::1]:443", 200), ("[2001:db8::2]:443", 421),  # "[v6]" and "v6"
+    ("[2001:db8::3]", 200), ("[2001:db8::3]:8091", 200),
+    ("localhost", 200), ("127.0.0.1", 200),  # a local proxy forwarding a port-less Host
+    ("evil.example.com", 421), ("mcp.example.com.evil.example", 421), ("mcp.example.comx:443", 421),
+]
+
+
+async def test_allowed_hosts_match_with_and_without_a_port(tmp_path: Path) -> None:
+    with http_server(tmp_path, allowed_hosts=["mcp.example.com:*", "bare.example.com", "tls.example.com:443",
+                                              "[2001:db8::1]", "2001:db8::3"]) as base:
+        got = [(host, httpx2.post(f"{base}/mcp", json=INIT, headers={**MCP_HEADERS, "Host": host}).status_code)
+               for host, _ in HOST_CASES]
+    assert got == HOST_CASES
+
+
+async def test_allowed_origins_match_with_and_without_a_port(tmp_path: Path) -> None:
+    origins = ["https://app.example.com:*", "https://tls.example.com:443", "https://exact.example.com"]
+    with http_server(tmp_path, allowed_hosts=["mcp.example.com"], allowed_origins=origins) as base:
+        for origin, status in (("https://app.example.com", 200), ("https://app.example.com:8443", 200),
+                               ("https://tls.example.com", 200), ("https://tls.example.com:8443", 403),
+                               ("https://exact.example.com", 200), ("https://exact.example.com:8443", 403),
+                               ("https://evil.example.com", 403), ("http://localhost", 200)):
+            headers = {**MCP_HEADERS, "Host": "mcp.example.com", "Origin": origin}
+            r = httpx2.post(f"{base}/mcp", json=INIT, headers=headers)
+            assert r.status_code == status, (origin, r.status_code, r.text)
+
+
 async def test_oversized_request_body_is_refused(tmp_path: Path) -> None:
     with http_server(tmp_path, max_request_body_size=64 * 1024) as base:
         big = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from rootbound import hosts
 from rootbound.roots import FILE_TOOLS
 
 __all__ = ["CommandLimits", "CommandsConfig", "Config", "ConfigError", "RootConfig", "load_config"]
@@ -129,7 +130,8 @@ class Config(_Strict):
     max_full_read_size: Annotated[int, Field(ge=1)] = 1024 * 1024
     auth_token: str | None = Field(default=None, description="Bearer token required on /mcp; env ROOTBOUND_AUTH_TOKEN.")
     allowed_hosts: list[str] = Field(default_factory=list, description="Extra Host headers accepted over HTTP "
-                                     '(e.g. "mcp.example.com:*"); localhost is always accepted.')
+                                     '(e.g. "mcp.example.com"); each matches with and without a port ("name:443": '
+                                     "that port or none); localhost is always accepted.")
     allowed_origins: list[str] = Field(default_factory=list, description="Extra browser Origins accepted over HTTP; "
                                        "localhost origins are always accepted.")
     max_request_body_size: Annotated[int, Field(ge=1024)] = 8 * 1024 * 1024
@@ -142,6 +144,16 @@ class Config(_Strict):
     commands: CommandsConfig = Field(default_factory=CommandsConfig)
     # Where the settings came from, for `rootbound check` and the startup log line.
     source: str = Field(default="built-in default", exclude=True)
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _hosts(cls, entries: list[str]) -> list[str]:
+        return [hosts.check_host(e) for e in entries]
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins(cls, entries: list[str]) -> list[str]:
+        return [hosts.check_origin(e) for e in entries]
 
     @model_validator(mode="after")
     def _roots(self) -> Config:

@@ -50,6 +50,7 @@ from rootbound.client_roots import ClientRootsState, build_client_roots
 from rootbound.config import Config
 from rootbound.execution import groups
 from rootbound.execution.spill import SpillRoot, close_spill_root, find_spill_root, open_spill_root
+from rootbound.hosts import host_patterns, origin_patterns, url_host
 from rootbound.logs import log
 from rootbound.roots import Root, RootSet
 from rootbound.sandbox.select import headline as sandbox_headline
@@ -209,13 +210,14 @@ class App:
     def http_app(self) -> Starlette:
         cfg = self.config
         # Always explicit: the SDK turns Host/Origin checks off by itself for a 0.0.0.0 bind.
-        hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", *cfg.allowed_hosts]
+        hosts = ["127.0.0.1", "localhost", "[::1]", *cfg.allowed_hosts]
         origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*", *cfg.allowed_origins]
         if not _is_wildcard(cfg.host) and not _is_loopback(cfg.host):
-            hosts.append(f"{cfg.host}:*")
-            origins.append(f"http://{cfg.host}:*")
-        security = TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
-                                             allowed_origins=origins)
+            hosts.append(url_host(cfg.host))
+            origins.append(f"http://{url_host(cfg.host)}:*")
+        # Each entry matches with and without a port (hosts.py): behind a TLS proxy, `Host: name`.
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=host_patterns(hosts),
+                                             allowed_origins=origin_patterns(origins))
         auth: dict[str, Any] = {}
         if cfg.auth_token:
             auth = {"token_verifier": _StaticToken(cfg.auth_token),
