@@ -23,7 +23,9 @@ import httpx2
 import pytest
 import yaml
 from mcp import Client
+from mcp.client import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import ListRootsResult, Root
 
 from tests.conftest import RootsClient
 
@@ -118,6 +120,38 @@ async def test_two_sessions_never_see_each_others_roots(tmp_path: Path) -> None:
                 assert [r["name"] for r in listed["roots"]] == [mine]
                 denied = await client.call_tool("read_file", {"root": theirs, "path": "who.txt"})
                 assert denied.is_error
+
+
+async def test_a_client_that_declares_roots_but_answers_late_or_never_does_not_slow_the_first_call(
+        tmp_path: Path) -> None:
+    """Inspector 2.12 declares `roots` and never answers: the first call waited 9.2 s. Now it waits at most
+    ~0.3 s and runs with the operator's roots; a late answer is picked up when it arrives."""
+    ws = tmp_path / "workspace"
+    (ws / "proj").mkdir(parents=True)
+    late = anyio.Event()
+
+    async def never(context: ClientRequestContext) -> ListRootsResult:
+        await anyio.sleep(3600)
+        raise AssertionError("unreachable")
+
+    async def after_two_seconds(context: ClientRequestContext) -> ListRootsResult:
+        await anyio.sleep(2)
+        late.set()
+        return ListRootsResult(roots=[Root(uri=f"file://{ws}/proj")])
+
+    with http_server(tmp_path) as base:
+        for callback in (never, after_two_seconds):
+            async with mcp_client(base, mode="legacy", list_roots_callback=callback) as c:
+                started = time.monotonic()
+                listed = (await c.call_tool("list_roots", {})).structured_content
+                assert time.monotonic() - started < 1.0
+                assert listed is not None and [r["name"] for r in listed["roots"]] == ["workspace"]
+                if callback is after_two_seconds:
+                    with anyio.fail_after(10):
+                        await late.wait()
+                        while [r["name"] for r in (await c.call_tool("list_roots", {})).structured_content[
+                                "roots"]] != ["proj"]:  # type: ignore[index]
+                            await anyio.sleep(0.05)
 
 
 async def test_bearer_token_is_required_but_health_stays_open(tmp_path: Path) -> None:
