@@ -108,6 +108,15 @@ def test_bad_config_files(tmp_path: Path, data_dir: Path, config: Any, expected:
     assert expected in config_error(rootbound("check", "--config", str(cfg)))
 
 
+def test_a_bare_off_in_yaml_is_off(tmp_path: Path, data_dir: Path) -> None:
+    """YAML 1.1 reads `off` as false; `client_roots: off` used to fail with "Input should be 'off', ..."."""
+    cfg = write_config(tmp_path / "c.yaml", f"client_roots: off\ncommands:\n  sandbox: off\n"
+                                            f"roots:\n  - name: data\n    path: {data_dir}\n")
+    result = rootbound("check", "--config", str(cfg))
+    assert result.returncode == 0, result.stderr
+    assert "client roots: off;" in result.stdout
+
+
 def test_root_path_that_is_a_file(tmp_path: Path) -> None:
     (tmp_path / "file.txt").write_text("x")
     cfg = write_config(tmp_path / "c.yaml", {"roots": [{"name": "f", "path": str(tmp_path / "file.txt")}]})

@@ -145,6 +145,12 @@ class Config(_Strict):
     # Where the settings came from, for `rootbound check` and the startup log line.
     source: str = Field(default="built-in default", exclude=True)
 
+    @field_validator("client_roots", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: object) -> object:
+        # YAML 1.1 reads a bare `off` as false (as for commands.sandbox).
+        return "off" if value is False else value
+
     @field_validator("allowed_hosts")
     @classmethod
     def _hosts(cls, entries: list[str]) -> list[str]:
