@@ -210,6 +210,23 @@ async def test_allowed_origins_match_with_and_without_a_port(tmp_path: Path) -> 
             assert r.status_code == status, (origin, r.status_code, r.text)
 
 
+def test_a_port_in_use_is_one_line_naming_the_flag(tmp_path: Path) -> None:
+    """It used to log `listening`, then `[Errno 98] address already in use` and exit 3 with no hint."""
+    (tmp_path / "workspace").mkdir()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        got = subprocess.run([sys.executable, "-m", "rootbound", "serve", "--transport", "http", "--port", str(port),
+                              "--root", str(tmp_path / "workspace")], capture_output=True, text=True, timeout=60,
+                             stdin=subprocess.DEVNULL)
+    assert got.returncode == 1, got.stderr
+    last = got.stderr.strip().splitlines()[-1]
+    assert last == (f"rootbound: cannot listen on 127.0.0.1:{port}: the port is already in use (another "
+                    "rootbound?); choose another with --port N (config key: port) or stop what is using it")
+    assert '"listening"' not in got.stderr and "Traceback" not in got.stderr and got.stdout == ""
+
+
 async def test_oversized_request_body_is_refused(tmp_path: Path) -> None:
     with http_server(tmp_path, max_request_body_size=64 * 1024) as base:
         big = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",

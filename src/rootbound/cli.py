@@ -80,7 +80,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rootbound: cannot open root: {exc}", file=sys.stderr)
         return 1
     if args.command == "serve":
-        run(app, args.transport)
+        from rootbound.listening import ListenError
+
+        try:
+            run(app, args.transport)
+        except ListenError as exc:
+            print(f"rootbound: {exc}", file=sys.stderr)
+            return 1
         return 0
     try:
         if args.command == "check":

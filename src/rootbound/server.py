@@ -48,6 +48,7 @@ from rootbound.config import Config
 from rootbound.execution import groups
 from rootbound.execution.spill import SpillRoot, close_spill_root, find_spill_root, open_spill_root
 from rootbound.hosts import host_patterns, origin_patterns, url_host
+from rootbound.listening import listen
 from rootbound.logs import log
 from rootbound.roots import Root, RootSet
 from rootbound.roots_request import RootsAsker
@@ -224,9 +225,10 @@ class App:
         server = uvicorn.Server(uvicorn.Config(
             self.http_app(), host=cfg.host, port=cfg.port, log_config=None, log_level="warning",
             lifespan="on", timeout_graceful_shutdown=int(cfg.shutdown_grace) or None))
-        log.info("listening", extra={"address": f"http://{cfg.host}:{cfg.port}/mcp",
+        sock = listen(cfg.host, cfg.port)  # before saying so: a port in use is a ListenError, not a later traceback
+        log.info("listening", extra={"address": f"http://{url_host(cfg.host)}:{sock.getsockname()[1]}/mcp",
                                      "auth": "bearer token" if cfg.auth_token else "none"})
-        await server.serve()
+        await server.serve(sockets=[sock])
 
     def close(self) -> None:
         groups.kill_all()  # no command outlives the server
