@@ -95,9 +95,9 @@ def test_unknown_tool_in_allowlist(tmp_path: Path, data_dir: Path) -> None:
     ({"roots": [{"name": "d", "path": "DATA"}], "colour": "blue"}, "unknown key 'colour'"),
     ({"roots": [{"name": "d", "path": "DATA", "alowed_tools": ["*"]}]}, "unknown key 'roots[0].alowed_tools'"),
     ({"roots": [{"name": "d", "path": "DATA"}], "commands": {"alowed": ["git"]}}, "unknown key 'commands.alowed'"),
-    ({"roots": [{"name": "d"}]}, "roots[0].path: Field required"),
-    ({"roots": [{"name": "d", "path": "DATA"}], "port": "eighty"}, "port:"),
-    ({"roots": [{"name": "d", "path": "DATA"}], "max_full_read_size": 0}, "max_full_read_size:"),
+    ({"roots": [{"name": "d"}]}, "roots[0].path is missing"),
+    ({"roots": [{"name": "d", "path": "DATA"}], "port": "eighty"}, "port must be a whole number"),
+    ({"roots": [{"name": "d", "path": "DATA"}], "max_full_read_size": 0}, "max_full_read_size must be at least 1"),
     ("roots: [unclosed", "not valid YAML"),
     ("- just\n- a list\n", "must hold a mapping"),
 ])

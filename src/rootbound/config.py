@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from rootbound import hosts
+from rootbound import config_errors, hosts
 from rootbound.roots import FILE_TOOLS
 
 __all__ = ["CommandLimits", "CommandsConfig", "Config", "ConfigError", "RootConfig", "load_config"]
@@ -106,6 +106,11 @@ class CommandsConfig(_Strict):
         for entry in allowed if isinstance(allowed, list) else []:
             if not entry.strip() or ("/" in entry and not entry.startswith("/")):
                 raise ValueError(f"{entry!r} must be a program name (e.g. git) or an absolute path")
+            if "/" not in entry and len(entry.split()) > 1:
+                words = entry.split()
+                raise ValueError(f"{entry!r} is not a program name (names have no spaces); the list is "
+                                 f"comma-separated: ALLOWED_COMMANDS={','.join(words)}, --allow-commands "
+                                 f"{','.join(words)}, or in YAML allowed: [{', '.join(words)}]")
         return allowed
 
     @model_validator(mode="after")
@@ -168,22 +173,10 @@ class Config(_Strict):
         seen: set[str] = set()
         for root in self.roots:
             if root.name in seen:
-                raise ValueError(f"roots: duplicate root name {root.name!r}")
+                raise ValueError(f"roots: duplicate root name {root.name!r}; give one of them another name "
+                                 f"(in the config file, or --root other=PATH)")
             seen.add(root.name)
         return self
-
-
-def _format(exc: ValidationError) -> str:
-    lines = []
-    for err in exc.errors():
-        loc = ".".join(str(p) if not isinstance(p, int) else f"[{p}]" for p in err["loc"]).replace(".[", "[")
-        if err["type"] == "extra_forbidden":
-            lines.append(f"unknown key {loc!r}")
-        elif loc:
-            lines.append(f"{loc}: {err['msg'].removeprefix('Value error, ')}")
-        else:
-            lines.append(err["msg"].removeprefix("Value error, "))
-    return "; ".join(lines)
 
 
 def parse_root_flag(flag: str) -> dict[str, Any]:
@@ -227,6 +220,9 @@ def load_config(
     """
     env = os.environ if env is None else env
     data: dict[str, Any] = _read_file(config_file) if config_file else {}
+    problem = config_errors.shape_problem(data)
+    if problem:
+        raise ConfigError(problem)
     base = os.path.dirname(os.path.abspath(config_file)) if config_file else os.getcwd()
     # Relative root paths in a config file are relative to the file; on the command line, to the cwd.
     roots = [_absolute(r, base) for r in (data.get("roots") or [])]
@@ -258,7 +254,7 @@ def load_config(
     try:
         config = Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_format(exc)) from None
+        raise ConfigError(config_errors.explain(exc, Config)) from None
     _check_root_paths(config)
     return config
 
