@@ -1,9 +1,10 @@
-"""Command line: `rootbound [serve] | check | call TOOL [JSON] | tools`."""
+"""Command line: `rootbound [serve] | check | call TOOL [JSON] | tools | clients`."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -13,7 +14,7 @@ from rootbound.config import Config, ConfigError, load_config
 
 __all__ = ["main"]
 
-COMMANDS = ("serve", "check", "call", "tools")
+COMMANDS = ("serve", "check", "call", "tools", "clients")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -47,6 +48,13 @@ def _parser() -> argparse.ArgumentParser:
     tools = sub.add_parser("tools", help="list the tools this configuration exposes")
     _common(tools)
     tools.add_argument("--markdown", action="store_true", help="print the full tool reference as Markdown")
+    clients = sub.add_parser("clients", help="print ready-to-paste snippets for Claude Code, Claude Desktop, Cursor "
+                             "and VS Code that start this rootbound by its absolute path")
+    _common(clients)
+    clients.add_argument("--transport", choices=["stdio", "http"], default="stdio",
+                         help="stdio: the client starts rootbound; http: clients connect to a server you start")
+    clients.add_argument("--host", help="HTTP address the server listens on (default 127.0.0.1)")
+    clients.add_argument("--port", type=int, help="HTTP port (default 8091)")
     return parser
 
 
@@ -70,6 +78,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"rootbound: configuration error: {exc}", file=sys.stderr)
         return 1
+
+    if args.command == "clients":
+        from rootbound.client_snippets import Setup, render, rootbound_command
+
+        print(render(Setup(command=rootbound_command(), config=os.path.abspath(args.config) if args.config else None,
+                           roots=args.root, allow_commands=args.allow_commands, transport=args.transport,
+                           host=config.host, port=config.port, token=bool(config.auth_token))), end="")
+        return 0
 
     from rootbound import summary
     from rootbound.server import App, run  # imports the MCP SDK (~0.7 s): only when needed
