@@ -117,6 +117,38 @@ def test_a_bare_off_in_yaml_is_off(tmp_path: Path, data_dir: Path) -> None:
     assert "client roots: off;" in result.stdout
 
 
+def test_check_and_startup_warn_about_a_read_only_root_inside_a_writable_one(tmp_path: Path) -> None:
+    """The example config's read-only `docs` sat inside the writable `workspace`: writable after all."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "scratch").mkdir()
+    reading = ["list_folder", "read_file"]
+    cfg = write_config(tmp_path / "c.yaml", {"roots": [
+        {"name": "workspace", "path": str(tmp_path)},
+        {"name": "docs", "path": str(tmp_path / "docs"), "allowed_tools": reading}]})
+    inverse = write_config(tmp_path / "i.yaml", {"roots": [
+        {"name": "reference", "path": str(tmp_path), "allowed_tools": reading},
+        {"name": "scratch", "path": str(tmp_path / "scratch")}]})
+    side_by_side = write_config(tmp_path / "s.yaml", {"roots": [
+        {"name": "scratch", "path": str(tmp_path / "scratch")},
+        {"name": "docs", "path": str(tmp_path / "docs"), "allowed_tools": reading}]})
+    nested, reverse, fine, served = rootbound_all(
+        ["check", "--config", str(cfg)], ["check", "--config", str(inverse)], ["check", "--config", str(side_by_side)],
+        ["serve", "--config", str(cfg)])
+    assert nested.returncode == 0, nested.stderr  # a warning, not an error
+    assert ("WARNING: root 'docs' is read-only, but it lies inside the writable root 'workspace', through which the "
+            "agent's file tools can still change it") in nested.stdout
+    assert "WARNING: root 'reference' is read-only, but it contains the writable root 'scratch'" in reverse.stdout
+    assert "WARNING" not in fine.stdout
+    assert served.returncode == 0, served.stderr  # stdin is /dev/null: it serves, then stops at end of input
+    assert "root 'docs' is read-only, but it lies inside the writable root 'workspace'" in served.stderr
+
+
+def test_the_example_config_nests_no_read_only_root() -> None:
+    result = rootbound("check", "--config", str(Path(__file__).resolve().parent.parent / "config" / "rootbound.yaml"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "WARNING" not in result.stdout and "roots (3):" in result.stdout
+
+
 def test_root_path_that_is_a_file(tmp_path: Path) -> None:
     (tmp_path / "file.txt").write_text("x")
     cfg = write_config(tmp_path / "c.yaml", {"roots": [{"name": "f", "path": str(tmp_path / "file.txt")}]})

@@ -97,6 +97,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     if args.command == "serve":
         from rootbound.listening import ListenError
+        from rootbound.logs import log
+        from rootbound.overlaps import nesting_warnings
+
+        for warning in nesting_warnings(app.roots.values()):
+            log.warning(warning)
 
         try:
             run(app, args.transport)
