@@ -227,6 +227,29 @@ def test_a_port_in_use_is_one_line_naming_the_flag(tmp_path: Path) -> None:
     assert '"listening"' not in got.stderr and "Traceback" not in got.stderr and got.stdout == ""
 
 
+async def test_a_refused_request_gets_no_session_id(tmp_path: Path) -> None:
+    """The SDK minted a session for each request without one and named it in the error response."""
+    tools_list = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    accept = {"Accept": MCP_HEADERS["Accept"]}
+    with http_server(tmp_path) as base:
+        refused = [
+            httpx2.post(f"{base}/mcp", content=b"{}", headers={"Content-Type": "application/json"}),  # no Accept
+            httpx2.post(f"{base}/mcp", content=b"{not json", headers=MCP_HEADERS),
+            httpx2.post(f"{base}/mcp", json=tools_list, headers=MCP_HEADERS),  # not initialize, no session
+            httpx2.get(f"{base}/mcp", headers=accept),
+            httpx2.delete(f"{base}/mcp", headers=accept),
+            httpx2.put(f"{base}/mcp", headers=accept),
+        ]
+        assert [r.status_code >= 400 for r in refused] == [True] * len(refused)
+        assert [r.headers.get("mcp-session-id") for r in refused] == [None] * len(refused)
+        opened = httpx2.post(f"{base}/mcp", json=INIT, headers=MCP_HEADERS)
+        session = opened.headers.get("mcp-session-id")
+        assert opened.status_code == 200 and session
+        # Within a session the id is the client's own: errors there still carry it.
+        again = httpx2.post(f"{base}/mcp", content=b"{not json", headers={**MCP_HEADERS, "mcp-session-id": session})
+        assert again.status_code == 400 and again.headers.get("mcp-session-id") == session
+
+
 async def test_oversized_request_body_is_refused(tmp_path: Path) -> None:
     with http_server(tmp_path, max_request_body_size=64 * 1024) as base:
         big = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",

@@ -53,6 +53,7 @@ from rootbound.logs import log
 from rootbound.roots import Root, RootSet
 from rootbound.roots_request import RootsAsker
 from rootbound.sandbox.select import headline as sandbox_headline
+from rootbound.session_ids import NoSessionIdOnError
 from rootbound.tools import all_tools
 from rootbound.tools.base import CallContext, Progress, ToolSpec, call_tool
 
@@ -211,10 +212,12 @@ class App:
         if cfg.auth_token:
             auth = {"token_verifier": _StaticToken(cfg.auth_token),
                     "auth": AuthSettings(issuer_url=AnyHttpUrl("http://127.0.0.1"), resource_server_url=None)}
-        return self.server.streamable_http_app(
+        app = self.server.streamable_http_app(
             transport_security=security, host=cfg.host, max_request_body_size=cfg.max_request_body_size,
             custom_starlette_routes=[Route("/health", _health, methods=["GET"])], **auth,
         )
+        app.add_middleware(NoSessionIdOnError)  # a refused request names no (discarded) session
+        return app
 
     async def serve_http(self) -> None:
         cfg = self.config
