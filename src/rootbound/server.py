@@ -69,6 +69,7 @@ INSTRUCTIONS = (
 _STATE_KEY = "rootbound.client_roots"
 _ASKER_KEY = "rootbound.roots_asker"
 _ROOTS_CAPABILITY = ClientCapabilities(roots=RootsCapability())
+_COMMAND_TOOLS = ("execute_command", "shell")  # listed only when some program is allowed
 
 
 def open_roots(config: Config) -> RootSet:
@@ -158,6 +159,9 @@ class App:
         spec = self.tools.get(name)
         if spec is None:
             text = f"unknown tool: {name}; known tools: {', '.join(self.tools)}"
+            if name in _COMMAND_TOOLS:
+                text += ("; the command tools are off on this server: the operator enables them with "
+                         "--allow-commands LIST or commands.allowed in the config")
             return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
         return await call_tool(spec, ctx or self.context(), arguments)
 
