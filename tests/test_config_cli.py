@@ -261,8 +261,7 @@ def test_call_exit_codes(data_dir: Path) -> None:
     assert "file not found: nope.txt" in missing.stderr
 
     assert escape.returncode == 1
-    assert "path resolves outside root boundary" in escape.stderr
-    assert '"level": "WARNING"' in escape.stderr  # the denial is logged
+    assert escape.stderr == "path resolves outside root boundary\n"  # for a person: no JSON log lines before it
 
     assert unknown.returncode == 1
     assert "unknown tool: no_such_tool" in unknown.stderr
@@ -274,6 +273,14 @@ def test_call_exit_codes(data_dir: Path) -> None:
 
 
 # -- help ----------------------------------------------------------------------------------------
+
+
+def test_call_logs_for_a_person_when_asked(data_dir: Path) -> None:
+    got = rootbound("call", "read_file", '{"root": "data", "path": "../x"}', "--root", f"data={data_dir}",
+                    "--log-level", "warning")
+    assert got.returncode == 1
+    assert got.stderr.splitlines()[0].startswith("rootbound: warning: tool call (tool=read_file, root=data, ")
+    assert got.stderr.splitlines()[-1] == "path resolves outside root boundary"
 
 
 def test_python_dash_m_help() -> None:

@@ -23,8 +23,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="serve PATH as root NAME (default: the folder's name), all tools allowed; repeatable")
     p.add_argument("--allow-commands", metavar="LIST", help='comma-separated programs the command tools may run, '
                    'or "*"')
-    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-                   type=str.upper, help="log level (logs go to stderr)")
+    p.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], type=str.upper,
+                   help="log level (logs go to stderr; default INFO for serve, as JSON lines; ERROR for the other "
+                   "commands, as plain text)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -72,7 +73,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from rootbound.logs import configure_logging  # after parsing: `--help` stays instant
 
-    configure_logging(args.log_level if args.command == "serve" else "WARNING")
+    if args.command == "serve":
+        configure_logging(args.log_level or "INFO")
+    else:  # a person reads these: the result or the error, not the server's log lines before it
+        configure_logging(args.log_level or "ERROR", human=True)
     try:
         config = _load(args)
     except ConfigError as exc:
