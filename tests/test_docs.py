@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -197,3 +198,24 @@ def test_every_documented_error_still_exists(tmp_path: Path) -> None:
             fragment = fragment.strip(" .;:()")
             if len(fragment) >= 6:
                 assert fragment in source, f"documented error text {fragment!r} (from {message!r}) is gone"
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_installs_once_then_only_when_pyproject_changes(tmp_path: Path) -> None:
+    """Every `make test` used to run `pip install -e` again."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    log = tmp_path / "pip.log"
+    for tool in ("python", "pip"):  # stand-ins: what matters is whether make calls pip
+        (venv / "bin" / tool).write_text(f"#!/bin/sh\necho {tool} \"$@\" >> {log}\n")
+        (venv / "bin" / tool).chmod(0o755)
+
+    def make_install() -> int:
+        subprocess.run(["make", "-s", "-C", str(REPO), f"VENV={venv}", "install"], check=True, capture_output=True,
+                       timeout=60)
+        return log.read_text().count("pip install") if log.exists() else 0
+
+    assert make_install() == 1
+    assert make_install() == 1  # up to date: nothing reinstalled
+    os.utime(venv / ".rootbound-installed", (0, 0))  # older than pyproject.toml, as after editing it
+    assert make_install() == 2
