@@ -181,7 +181,7 @@ async def test_foreign_origin_and_host_are_refused_even_on_a_wildcard_bind(tmp_p
 HOST_CASES = [
     # Behind a TLS proxy clients send the name without the default port; direct clients send a port.
     ("mcp.example.com", 200), ("mcp.example.com:443", 200), ("mcp.example.com:8443", 200),  # "name:*"
-    ("bare.example.com", 200), ("bare.example.com:443", 200),  # "name"
+    ("bare.example.com", 200), ("bare.example.com:443", 200), ("BARE.Example.com:443", 200),  # "name"
     ("tls.example.com", 200), ("tls.example.com:443", 200), ("tls.example.com:8443", 421),  # "name:443"
     ("[2001:db8::1]", 200), ("[2001:db8::1]:443", 200), ("[2001:db8::2]:443", 421),  # "[v6]" and "v6"
     ("[2001:db8::3]", 200), ("[2001:db8::3]:8091", 200),

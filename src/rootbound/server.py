@@ -47,7 +47,7 @@ from rootbound.client_roots import ClientRootsState, build_client_roots
 from rootbound.config import Config
 from rootbound.execution import groups
 from rootbound.execution.spill import SpillRoot, close_spill_root, find_spill_root, open_spill_root
-from rootbound.hosts import host_patterns, origin_patterns, url_host
+from rootbound.hosts import LowercaseHost, host_patterns, origin_patterns, url_host
 from rootbound.listening import listen
 from rootbound.logs import log
 from rootbound.roots import Root, RootSet
@@ -221,6 +221,7 @@ class App:
             custom_starlette_routes=[Route("/health", _health, methods=["GET"])], **auth,
         )
         app.add_middleware(NoSessionIdOnError)  # a refused request names no (discarded) session
+        app.add_middleware(LowercaseHost)
         return app
 
     async def serve_http(self) -> None:
