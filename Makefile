@@ -3,29 +3,34 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 IMAGE ?= rootbound:latest
+# Touched after a successful install: the editable install needs redoing only when pyproject.toml changes.
+STAMP := $(VENV)/.rootbound-installed
 
 .PHONY: install run test lint bench docker-build docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-install: $(BIN)/python  ## install rootbound with the test tools into .venv
+$(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[test,bench]'
+	touch $@
 
-run: install  ## serve the current directory as root "workspace" over stdio
+install: $(STAMP)  ## install rootbound with the test tools into .venv (again only when pyproject.toml changed)
+
+run: $(STAMP)  ## serve the current directory as root "workspace" over stdio
 	$(BIN)/rootbound
 
-test: install  ## the whole test suite
+test: $(STAMP)  ## the whole test suite
 	$(BIN)/python -m pytest -q
 
-lint: install  ## ruff and mypy
+lint: $(STAMP)  ## ruff and mypy
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 
-bench: install  ## every benchmark, each against its baseline in the same run
+bench: $(STAMP)  ## every benchmark, each against its baseline in the same run
 	@for b in bench/*.py; do case $$b in */_*) continue;; esac; echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
-docs: install  ## regenerate docs/tools.md and the config JSON Schema from the code
+docs: $(STAMP)  ## regenerate docs/tools.md and the config JSON Schema from the code
 	$(BIN)/rootbound tools --markdown --allow-commands "*" > docs/tools.md
 	$(BIN)/python -c "import json, rootbound.config as c; print(json.dumps(c.config_json_schema(), indent=2))" \
 		> src/rootbound/config.schema.json

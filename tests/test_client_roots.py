@@ -10,7 +10,7 @@ import pytest
 from mcp.client import ClientRequestContext
 from mcp.types import ErrorData, ListRootsResult
 
-from rootbound import server as server_module
+from rootbound import roots_request
 from tests.conftest import Harness, MakeServer, RootsClient
 
 pytestmark = pytest.mark.anyio
@@ -129,7 +129,7 @@ async def test_a_client_that_answers_with_an_error_leaves_the_operator_roots(mak
 
 async def test_a_client_that_never_answers_cannot_hang_a_call(
         make_server: MakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(server_module, "ROOTS_TIMEOUT", 0.3)
+    monkeypatch.setattr(roots_request, "ROOTS_TIMEOUT", 0.3)
 
     class Silent(RootsClient):
         async def list_roots(self, context: ClientRequestContext) -> ListRootsResult:

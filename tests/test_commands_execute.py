@@ -145,7 +145,8 @@ async def test_cwd_relative_to_a_named_root(servers: CommandServers, tmp_path: P
     (workspace / "out").symlink_to(tmp_path)
     assert await h.err("execute_command", command="ls", root="workspace", cwd="out") == \
         "path resolves outside root boundary"
-    assert await h.err("execute_command", command="ls", root="nope") == "unknown root: nope"
+    assert await h.err("execute_command", command="ls", root="nope") == \
+        "unknown root: nope; roots: workspace, command-output"
 
 
 # -- seed 001: allowlist, ENOENT hint, YAML ---------------------------------------------------------

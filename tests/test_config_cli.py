@@ -95,9 +95,9 @@ def test_unknown_tool_in_allowlist(tmp_path: Path, data_dir: Path) -> None:
     ({"roots": [{"name": "d", "path": "DATA"}], "colour": "blue"}, "unknown key 'colour'"),
     ({"roots": [{"name": "d", "path": "DATA", "alowed_tools": ["*"]}]}, "unknown key 'roots[0].alowed_tools'"),
     ({"roots": [{"name": "d", "path": "DATA"}], "commands": {"alowed": ["git"]}}, "unknown key 'commands.alowed'"),
-    ({"roots": [{"name": "d"}]}, "roots[0].path: Field required"),
-    ({"roots": [{"name": "d", "path": "DATA"}], "port": "eighty"}, "port:"),
-    ({"roots": [{"name": "d", "path": "DATA"}], "max_full_read_size": 0}, "max_full_read_size:"),
+    ({"roots": [{"name": "d"}]}, "roots[0].path is missing"),
+    ({"roots": [{"name": "d", "path": "DATA"}], "port": "eighty"}, "port must be a whole number"),
+    ({"roots": [{"name": "d", "path": "DATA"}], "max_full_read_size": 0}, "max_full_read_size must be at least 1"),
     ("roots: [unclosed", "not valid YAML"),
     ("- just\n- a list\n", "must hold a mapping"),
 ])
@@ -106,6 +106,47 @@ def test_bad_config_files(tmp_path: Path, data_dir: Path, config: Any, expected:
         config = json.loads(json.dumps(config).replace('"DATA"', json.dumps(str(data_dir))))
     cfg = write_config(tmp_path / "c.yaml", config)
     assert expected in config_error(rootbound("check", "--config", str(cfg)))
+
+
+def test_a_bare_off_in_yaml_is_off(tmp_path: Path, data_dir: Path) -> None:
+    """YAML 1.1 reads `off` as false; `client_roots: off` used to fail with "Input should be 'off', ..."."""
+    cfg = write_config(tmp_path / "c.yaml", f"client_roots: off\ncommands:\n  sandbox: off\n"
+                                            f"roots:\n  - name: data\n    path: {data_dir}\n")
+    result = rootbound("check", "--config", str(cfg))
+    assert result.returncode == 0, result.stderr
+    assert "client roots: off;" in result.stdout
+
+
+def test_check_and_startup_warn_about_a_read_only_root_inside_a_writable_one(tmp_path: Path) -> None:
+    """The example config's read-only `docs` sat inside the writable `workspace`: writable after all."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "scratch").mkdir()
+    reading = ["list_folder", "read_file"]
+    cfg = write_config(tmp_path / "c.yaml", {"roots": [
+        {"name": "workspace", "path": str(tmp_path)},
+        {"name": "docs", "path": str(tmp_path / "docs"), "allowed_tools": reading}]})
+    inverse = write_config(tmp_path / "i.yaml", {"roots": [
+        {"name": "reference", "path": str(tmp_path), "allowed_tools": reading},
+        {"name": "scratch", "path": str(tmp_path / "scratch")}]})
+    side_by_side = write_config(tmp_path / "s.yaml", {"roots": [
+        {"name": "scratch", "path": str(tmp_path / "scratch")},
+        {"name": "docs", "path": str(tmp_path / "docs"), "allowed_tools": reading}]})
+    nested, reverse, fine, served = rootbound_all(
+        ["check", "--config", str(cfg)], ["check", "--config", str(inverse)], ["check", "--config", str(side_by_side)],
+        ["serve", "--config", str(cfg)])
+    assert nested.returncode == 0, nested.stderr  # a warning, not an error
+    assert ("WARNING: root 'docs' is read-only, but it lies inside the writable root 'workspace', through which the "
+            "agent's file tools can still change it") in nested.stdout
+    assert "WARNING: root 'reference' is read-only, but it contains the writable root 'scratch'" in reverse.stdout
+    assert "WARNING" not in fine.stdout
+    assert served.returncode == 0, served.stderr  # stdin is /dev/null: it serves, then stops at end of input
+    assert "root 'docs' is read-only, but it lies inside the writable root 'workspace'" in served.stderr
+
+
+def test_the_example_config_nests_no_read_only_root() -> None:
+    result = rootbound("check", "--config", str(Path(__file__).resolve().parent.parent / "config" / "rootbound.yaml"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "WARNING" not in result.stdout and "roots (3):" in result.stdout
 
 
 def test_root_path_that_is_a_file(tmp_path: Path) -> None:
@@ -220,8 +261,7 @@ def test_call_exit_codes(data_dir: Path) -> None:
     assert "file not found: nope.txt" in missing.stderr
 
     assert escape.returncode == 1
-    assert "path resolves outside root boundary" in escape.stderr
-    assert '"level": "WARNING"' in escape.stderr  # the denial is logged
+    assert escape.stderr == "path resolves outside root boundary\n"  # for a person: no JSON log lines before it
 
     assert unknown.returncode == 1
     assert "unknown tool: no_such_tool" in unknown.stderr
@@ -233,6 +273,14 @@ def test_call_exit_codes(data_dir: Path) -> None:
 
 
 # -- help ----------------------------------------------------------------------------------------
+
+
+def test_call_logs_for_a_person_when_asked(data_dir: Path) -> None:
+    got = rootbound("call", "read_file", '{"root": "data", "path": "../x"}', "--root", f"data={data_dir}",
+                    "--log-level", "warning")
+    assert got.returncode == 1
+    assert got.stderr.splitlines()[0].startswith("rootbound: warning: tool call (tool=read_file, root=data, ")
+    assert got.stderr.splitlines()[-1] == "path resolves outside root boundary"
 
 
 def test_python_dash_m_help() -> None:

@@ -1,10 +1,14 @@
-"""The copy-paste material stays true: client snippets, the Dockerfile and the compose example."""
+"""The copy-paste material stays true: client snippets and generated references (containers: test_container.py)."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
+import shutil
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -20,8 +24,9 @@ REPO = Path(__file__).resolve().parent.parent
 FENCE = re.compile(r"^```(\w+) ([^\n]*client=[^\n]*)\n(.*?)^```", re.S | re.M)
 
 
-def snippets() -> list[tuple[str, dict[str, str], str]]:
-    text = (REPO / "docs" / "clients.md").read_text()
+def snippets(text: str | None = None) -> list[tuple[str, dict[str, str], str]]:
+    """The fenced client snippets of docs/clients.md (or of `rootbound clients` output)."""
+    text = (REPO / "docs" / "clients.md").read_text() if text is None else text
     found = []
     for lang, info, body in FENCE.findall(text):
         attrs = dict(item.split("=", 1) for item in info.split())
@@ -53,57 +58,99 @@ def test_every_client_is_covered_for_stdio() -> None:
     assert {c for c, t in clients if t == "http"} >= {"claude-code", "cursor", "vscode", "inspector"}
 
 
-@pytest.mark.parametrize(("lang", "attrs", "body"), snippets(), ids=lambda v: v if isinstance(v, str) else None)
-def test_snippet_launches_rootbound_with_valid_flags(lang: str, attrs: dict[str, str], body: str) -> None:
+def check_snippet(lang: str, attrs: dict[str, str], body: str, command: list[str], url: str) -> list[str] | None:
+    """Assert a snippet starts `command` with flags rootbound accepts (stdio) or reaches `url` (HTTP) without a
+    literal token; return the rootbound arguments of a stdio snippet."""
     if lang == "json":
         doc = json.loads(body)
         servers = doc.get("mcpServers") or doc.get("servers")
         entry = servers["rootbound"]
         if attrs["transport"] == "stdio":
-            assert entry["command"] == "rootbound"
-            assert_valid_rootbound_args(entry["args"])
-        else:
-            assert entry["url"] == "http://127.0.0.1:8091/mcp"
-            assert entry["headers"]["Authorization"].startswith("Bearer ")
-        return
+            assert [entry["command"], *entry["args"][: len(command) - 1]] == command
+            args = entry["args"][len(command) - 1:]
+            assert_valid_rootbound_args(args)
+            return list(args)
+        assert entry["url"] == url
+        if "headers" in entry:  # the token comes from the environment or a prompt, never a literal
+            auth = entry["headers"]["Authorization"]
+            assert auth in ("Bearer ${env:ROOTBOUND_AUTH_TOKEN}", "Bearer ${input:rootbound-token}"), auth
+            for name in re.findall(r"\$\{input:([^}]+)\}", auth):
+                prompt = next(i for i in doc["inputs"] if i["id"] == name)
+                assert prompt["type"] == "promptString" and prompt["password"] is True
+        return None
     words = shlex.split(body)
     if attrs["transport"] == "stdio":
-        command_at = len(words) - 1 - words[::-1].index("rootbound")  # the last one: `claude mcp add NAME -- CMD`
-        args = words[command_at + 1:]
+        at = max(i for i in range(len(words)) if words[i: i + len(command)] == command)  # `... -- CMD ARGS`
+        args = words[at + len(command):]
         if "--method" in args:  # the Inspector's own CLI flags follow the server command
             args = args[: args.index("--method")]
         assert_valid_rootbound_args(args)
-    else:
-        assert "http://127.0.0.1:8091/mcp" in words
+        return args
+    assert url in words
+    if "--header" in words:
+        assert words[words.index("--header") + 1] == "Authorization: Bearer $ROOTBOUND_AUTH_TOKEN"
+    return None
 
 
-def test_dockerfile_copies_what_exists_and_runs_the_entry_point() -> None:
-    text = (REPO / "Dockerfile").read_text()
-    for line in re.findall(r"^COPY (.+)$", text, re.M):
-        *sources, _dest = line.split()
-        for src in sources:
-            assert (REPO / src).exists(), f"Dockerfile copies missing {src}"
-    entrypoint = json.loads(re.search(r"^ENTRYPOINT (.+)$", text, re.M).group(1))  # type: ignore[union-attr]
-    command = json.loads(re.search(r"^CMD (.+)$", text, re.M).group(1))  # type: ignore[union-attr]
-    assert entrypoint == ["rootbound"]
-    assert_valid_rootbound_args(command)
-    assert command[command.index("--host") + 1] == "0.0.0.0"
-    assert "/health" in text and "EXPOSE 8091" in text
-    user = re.findall(r"^USER (\S+)$", text, re.M)
-    assert user and user[-1] not in ("root", "0")
+DOCS_COMMAND = ["/home/you/.local/bin/rootbound"]  # what docs/clients.md's install routes give
 
 
-def test_compose_example_mounts_a_valid_config_and_takes_the_token_from_the_environment() -> None:
-    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
-    service = compose["services"]["rootbound"]
-    assert "ROOTBOUND_AUTH_TOKEN" in service["environment"]
-    mounts = {m.split(":")[1]: m for m in service["volumes"]}
-    config_src = mounts["/config/rootbound.yaml"].split(":")[0]
-    config = Config.model_validate(yaml.safe_load((REPO / config_src).read_text()))
-    roots = {r.name: r for r in config.roots}
-    assert mounts[roots["reference"].path].endswith(":ro")
-    assert "write_file" not in roots["reference"].allowed_tools
-    assert roots["workspace"].allowed_tools == ["*"]
+@pytest.mark.parametrize(("lang", "attrs", "body"), snippets(), ids=lambda v: v if isinstance(v, str) else None)
+def test_snippet_launches_rootbound_with_valid_flags(lang: str, attrs: dict[str, str], body: str) -> None:
+    check_snippet(lang, attrs, body, DOCS_COMMAND, "http://127.0.0.1:8091/mcp")
+
+
+def test_docs_run_npx_without_prompting() -> None:
+    """`npx` asks before installing a package and aborts when nobody can answer (a client starting it)."""
+    for page in (REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))):
+        for line in page.read_text().splitlines():
+            for match in re.finditer(r"\bnpx (\S+)", line):
+                assert match.group(1) in ("-y", "--yes"), f"{page.name}: {line.strip()}"
+
+
+def _clients(*args: str, module: bool = False, env: dict[str, str] | None = None, cwd: Path = REPO) -> str:
+    command = [sys.executable, "-m", "rootbound"] if module else [str(Path(sys.executable).with_name("rootbound"))]
+    environment = {k: v for k, v in os.environ.items() if k not in ("ROOTBOUND_AUTH_TOKEN", "ALLOWED_COMMANDS")}
+    got = subprocess.run([*command, "clients", *args], capture_output=True, text=True, timeout=60,
+                         env={**environment, **(env or {})}, cwd=cwd)
+    assert got.returncode == 0, got.stderr
+    return got.stdout
+
+
+@pytest.mark.parametrize("module", [False, True], ids=["console-script", "python-m"])
+def test_clients_prints_snippets_with_the_absolute_command_and_roots(tmp_path: Path, module: bool) -> None:
+    (tmp_path / "proj").mkdir()
+    out = _clients("--root", f"project={tmp_path / 'proj'}", "--root", str(tmp_path / "proj"), module=module)
+    command = [sys.executable, "-m", "rootbound"] if module else [str(Path(sys.executable).with_name("rootbound"))]
+    assert os.path.isabs(command[0])
+    found = snippets(out)
+    assert {a["client"] for _, a, _ in found} == {"claude-code", "claude-desktop", "cursor", "vscode"}
+    for lang, attrs, body in found:
+        args = check_snippet(lang, attrs, body, command, "")
+        assert args == ["serve", "--root", f"project={tmp_path / 'proj'}", "--root", f"proj={tmp_path / 'proj'}"]
+
+
+def test_clients_pins_the_default_root_to_an_absolute_path(tmp_path: Path) -> None:
+    """Without --root, `rootbound` serves its working directory: a desktop app's is / or $HOME, so pin it."""
+    out = _clients(cwd=tmp_path)
+    for lang, attrs, body in snippets(out):
+        assert check_snippet(lang, attrs, body, [str(Path(sys.executable).with_name("rootbound"))], "") == [
+            "serve", "--root", f"workspace={tmp_path}"]
+
+
+def test_clients_over_http_never_prints_the_token(tmp_path: Path) -> None:
+    secret = "do-not-print-this-token-0123456789"
+    out = _clients("--root", str(tmp_path), "--transport", "http", "--port", "9123",
+                   env={"ROOTBOUND_AUTH_TOKEN": secret})
+    assert secret not in out
+    found = snippets(out)
+    assert {(a["client"], a["transport"]) for _, a, _ in found} == {
+        ("claude-code", "http"), ("claude-desktop", "stdio"), ("cursor", "http"), ("vscode", "http")}
+    for lang, attrs, body in found:
+        check_snippet(lang, attrs, body, [str(Path(sys.executable).with_name("rootbound"))],
+                      "http://127.0.0.1:9123/mcp")
+    vscode = next(json.loads(b) for _, a, b in found if a["client"] == "vscode")
+    assert vscode["servers"]["rootbound"]["headers"]["Authorization"] == "Bearer ${input:rootbound-token}"
 
 
 def _app_with_every_tool(tmp_path: Path) -> App:
@@ -151,3 +198,24 @@ def test_every_documented_error_still_exists(tmp_path: Path) -> None:
             fragment = fragment.strip(" .;:()")
             if len(fragment) >= 6:
                 assert fragment in source, f"documented error text {fragment!r} (from {message!r}) is gone"
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_installs_once_then_only_when_pyproject_changes(tmp_path: Path) -> None:
+    """Every `make test` used to run `pip install -e` again."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    log = tmp_path / "pip.log"
+    for tool in ("python", "pip"):  # stand-ins: what matters is whether make calls pip
+        (venv / "bin" / tool).write_text(f"#!/bin/sh\necho {tool} \"$@\" >> {log}\n")
+        (venv / "bin" / tool).chmod(0o755)
+
+    def make_install() -> int:
+        subprocess.run(["make", "-s", "-C", str(REPO), f"VENV={venv}", "install"], check=True, capture_output=True,
+                       timeout=60)
+        return log.read_text().count("pip install") if log.exists() else 0
+
+    assert make_install() == 1
+    assert make_install() == 1  # up to date: nothing reinstalled
+    os.utime(venv / ".rootbound-installed", (0, 0))  # older than pyproject.toml, as after editing it
+    assert make_install() == 2

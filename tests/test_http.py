@@ -23,7 +23,9 @@ import httpx2
 import pytest
 import yaml
 from mcp import Client
+from mcp.client import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import ListRootsResult, Root
 
 from tests.conftest import RootsClient
 
@@ -120,6 +122,38 @@ async def test_two_sessions_never_see_each_others_roots(tmp_path: Path) -> None:
                 assert denied.is_error
 
 
+async def test_a_client_that_declares_roots_but_answers_late_or_never_does_not_slow_the_first_call(
+        tmp_path: Path) -> None:
+    """Inspector 2.12 declares `roots` and never answers: the first call waited 9.2 s. Now it waits at most
+    ~0.3 s and runs with the operator's roots; a late answer is picked up when it arrives."""
+    ws = tmp_path / "workspace"
+    (ws / "proj").mkdir(parents=True)
+    late = anyio.Event()
+
+    async def never(context: ClientRequestContext) -> ListRootsResult:
+        await anyio.sleep(3600)
+        raise AssertionError("unreachable")
+
+    async def after_two_seconds(context: ClientRequestContext) -> ListRootsResult:
+        await anyio.sleep(2)
+        late.set()
+        return ListRootsResult(roots=[Root(uri=f"file://{ws}/proj")])
+
+    with http_server(tmp_path) as base:
+        for callback in (never, after_two_seconds):
+            async with mcp_client(base, mode="legacy", list_roots_callback=callback) as c:
+                started = time.monotonic()
+                listed = (await c.call_tool("list_roots", {})).structured_content
+                assert time.monotonic() - started < 1.0
+                assert listed is not None and [r["name"] for r in listed["roots"]] == ["workspace"]
+                if callback is after_two_seconds:
+                    with anyio.fail_after(10):
+                        await late.wait()
+                        while [r["name"] for r in (await c.call_tool("list_roots", {})).structured_content[
+                                "roots"]] != ["proj"]:  # type: ignore[index]
+                            await anyio.sleep(0.05)
+
+
 async def test_bearer_token_is_required_but_health_stays_open(tmp_path: Path) -> None:
     with http_server(tmp_path, auth_token=TOKEN) as base:
         assert httpx2.get(f"{base}/health").status_code == 200
@@ -142,6 +176,78 @@ async def test_foreign_origin_and_host_are_refused_even_on_a_wildcard_bind(tmp_p
         assert httpx2.post(f"{base}/mcp", json=INIT, headers=local_origin).status_code == 200
     logged = next(tmp_path.glob("http-*.log")).read_text()
     assert "WITHOUT an auth token" in logged  # a wildcard bind with no token is announced loudly
+
+
+HOST_CASES = [
+    # Behind a TLS proxy clients send the name without the default port; direct clients send a port.
+    ("mcp.example.com", 200), ("mcp.example.com:443", 200), ("mcp.example.com:8443", 200),  # "name:*"
+    ("bare.example.com", 200), ("bare.example.com:443", 200), ("BARE.Example.com:443", 200),  # "name"
+    ("tls.example.com", 200), ("tls.example.com:443", 200), ("tls.example.com:8443", 421),  # "name:443"
+    ("[2001:db8::1]", 200), ("[2001:db8::1]:443", 200), ("[2001:db8::2]:443", 421),  # "[v6]" and "v6"
+    ("[2001:db8::3]", 200), ("[2001:db8::3]:8091", 200),
+    ("localhost", 200), ("127.0.0.1", 200),  # a local proxy forwarding a port-less Host
+    ("evil.example.com", 421), ("mcp.example.com.evil.example", 421), ("mcp.example.comx:443", 421),
+]
+
+
+async def test_allowed_hosts_match_with_and_without_a_port(tmp_path: Path) -> None:
+    with http_server(tmp_path, allowed_hosts=["mcp.example.com:*", "bare.example.com", "tls.example.com:443",
+                                              "[2001:db8::1]", "2001:db8::3"]) as base:
+        got = [(host, httpx2.post(f"{base}/mcp", json=INIT, headers={**MCP_HEADERS, "Host": host}).status_code)
+               for host, _ in HOST_CASES]
+    assert got == HOST_CASES
+
+
+async def test_allowed_origins_match_with_and_without_a_port(tmp_path: Path) -> None:
+    origins = ["https://app.example.com:*", "https://tls.example.com:443", "https://exact.example.com"]
+    with http_server(tmp_path, allowed_hosts=["mcp.example.com"], allowed_origins=origins) as base:
+        for origin, status in (("https://app.example.com", 200), ("https://app.example.com:8443", 200),
+                               ("https://tls.example.com", 200), ("https://tls.example.com:8443", 403),
+                               ("https://exact.example.com", 200), ("https://exact.example.com:8443", 403),
+                               ("https://evil.example.com", 403), ("http://localhost", 200)):
+            headers = {**MCP_HEADERS, "Host": "mcp.example.com", "Origin": origin}
+            r = httpx2.post(f"{base}/mcp", json=INIT, headers=headers)
+            assert r.status_code == status, (origin, r.status_code, r.text)
+
+
+def test_a_port_in_use_is_one_line_naming_the_flag(tmp_path: Path) -> None:
+    """It used to log `listening`, then `[Errno 98] address already in use` and exit 3 with no hint."""
+    (tmp_path / "workspace").mkdir()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        got = subprocess.run([sys.executable, "-m", "rootbound", "serve", "--transport", "http", "--port", str(port),
+                              "--root", str(tmp_path / "workspace")], capture_output=True, text=True, timeout=60,
+                             stdin=subprocess.DEVNULL)
+    assert got.returncode == 1, got.stderr
+    last = got.stderr.strip().splitlines()[-1]
+    assert last == (f"rootbound: cannot listen on 127.0.0.1:{port}: the port is already in use (another "
+                    "rootbound?); choose another with --port N (config key: port) or stop what is using it")
+    assert '"listening"' not in got.stderr and "Traceback" not in got.stderr and got.stdout == ""
+
+
+async def test_a_refused_request_gets_no_session_id(tmp_path: Path) -> None:
+    """The SDK minted a session for each request without one and named it in the error response."""
+    tools_list = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    accept = {"Accept": MCP_HEADERS["Accept"]}
+    with http_server(tmp_path) as base:
+        refused = [
+            httpx2.post(f"{base}/mcp", content=b"{}", headers={"Content-Type": "application/json"}),  # no Accept
+            httpx2.post(f"{base}/mcp", content=b"{not json", headers=MCP_HEADERS),
+            httpx2.post(f"{base}/mcp", json=tools_list, headers=MCP_HEADERS),  # not initialize, no session
+            httpx2.get(f"{base}/mcp", headers=accept),
+            httpx2.delete(f"{base}/mcp", headers=accept),
+            httpx2.put(f"{base}/mcp", headers=accept),
+        ]
+        assert [r.status_code >= 400 for r in refused] == [True] * len(refused)
+        assert [r.headers.get("mcp-session-id") for r in refused] == [None] * len(refused)
+        opened = httpx2.post(f"{base}/mcp", json=INIT, headers=MCP_HEADERS)
+        session = opened.headers.get("mcp-session-id")
+        assert opened.status_code == 200 and session
+        # Within a session the id is the client's own: errors there still carry it.
+        again = httpx2.post(f"{base}/mcp", content=b"{not json", headers={**MCP_HEADERS, "mcp-session-id": session})
+        assert again.status_code == 400 and again.headers.get("mcp-session-id") == session
 
 
 async def test_oversized_request_body_is_refused(tmp_path: Path) -> None:

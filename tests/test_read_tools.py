@@ -558,7 +558,7 @@ async def test_symlink_within_root_is_followed(server: Harness, workspace: Path)
 async def test_unknown_root(make_server: MakeServer, tmp_path: Path, tool: str) -> None:
     """E2E-072."""
     h = await make_server({"workspace": tmp_path / "ws", "logs": tmp_path / "logs"})
-    assert await h.err(tool, root="nonexistent", path="x") == "unknown root: nonexistent"
+    assert await h.err(tool, root="nonexistent", path="x") == "unknown root: nonexistent; roots: workspace, logs"
 
 
 async def test_missing_required_parameters(server: Harness) -> None:
@@ -592,3 +592,10 @@ async def test_read_tools_are_listed_with_honest_annotations(server: Harness) ->
         assert tool.output_schema is not None
         assert tool.input_schema.get("additionalProperties") is False
     assert set(tools["read_file"].input_schema["required"]) == {"root", "path"}
+
+
+async def test_a_command_tool_on_a_server_without_commands_says_how_to_enable_them(server: Harness) -> None:
+    error = await server.err("execute_command", command="ls")
+    assert error.startswith("unknown tool: execute_command; known tools: list_roots, ")
+    assert "--allow-commands LIST or commands.allowed" in error
+    assert "--allow-commands" not in await server.err("no_such_tool")

@@ -1,9 +1,10 @@
-"""Command line: `rootbound [serve] | check | call TOOL [JSON] | tools`."""
+"""Command line: `rootbound [serve] | check | call TOOL [JSON] | tools | clients`."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -13,7 +14,7 @@ from rootbound.config import Config, ConfigError, load_config
 
 __all__ = ["main"]
 
-COMMANDS = ("serve", "check", "call", "tools")
+COMMANDS = ("serve", "check", "call", "tools", "clients")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -22,8 +23,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="serve PATH as root NAME (default: the folder's name), all tools allowed; repeatable")
     p.add_argument("--allow-commands", metavar="LIST", help='comma-separated programs the command tools may run, '
                    'or "*"')
-    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-                   type=str.upper, help="log level (logs go to stderr)")
+    p.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], type=str.upper,
+                   help="log level (logs go to stderr; default INFO for serve, as JSON lines; ERROR for the other "
+                   "commands, as plain text)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,6 +49,13 @@ def _parser() -> argparse.ArgumentParser:
     tools = sub.add_parser("tools", help="list the tools this configuration exposes")
     _common(tools)
     tools.add_argument("--markdown", action="store_true", help="print the full tool reference as Markdown")
+    clients = sub.add_parser("clients", help="print ready-to-paste snippets for Claude Code, Claude Desktop, Cursor "
+                             "and VS Code that start this rootbound by its absolute path")
+    _common(clients)
+    clients.add_argument("--transport", choices=["stdio", "http"], default="stdio",
+                         help="stdio: the client starts rootbound; http: clients connect to a server you start")
+    clients.add_argument("--host", help="HTTP address the server listens on (default 127.0.0.1)")
+    clients.add_argument("--port", type=int, help="HTTP port (default 8091)")
     return parser
 
 
@@ -64,12 +73,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from rootbound.logs import configure_logging  # after parsing: `--help` stays instant
 
-    configure_logging(args.log_level if args.command == "serve" else "WARNING")
+    if args.command == "serve":
+        configure_logging(args.log_level or "INFO")
+    else:  # a person reads these: the result or the error, not the server's log lines before it
+        configure_logging(args.log_level or "ERROR", human=True)
     try:
         config = _load(args)
     except ConfigError as exc:
         print(f"rootbound: configuration error: {exc}", file=sys.stderr)
         return 1
+
+    if args.command == "clients":
+        from rootbound.client_snippets import Setup, render, rootbound_command
+
+        print(render(Setup(command=rootbound_command(), config=os.path.abspath(args.config) if args.config else None,
+                           roots=args.root, allow_commands=args.allow_commands, transport=args.transport,
+                           host=config.host, port=config.port, token=bool(config.auth_token))), end="")
+        return 0
 
     from rootbound import summary
     from rootbound.server import App, run  # imports the MCP SDK (~0.7 s): only when needed
@@ -80,7 +100,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rootbound: cannot open root: {exc}", file=sys.stderr)
         return 1
     if args.command == "serve":
-        run(app, args.transport)
+        from rootbound.listening import ListenError
+        from rootbound.logs import log
+        from rootbound.overlaps import nesting_warnings
+
+        for warning in nesting_warnings(app.roots.values()):
+            log.warning(warning)
+
+        try:
+            run(app, args.transport)
+        except ListenError as exc:
+            print(f"rootbound: {exc}", file=sys.stderr)
+            return 1
         return 0
     try:
         if args.command == "check":

@@ -25,8 +25,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import unquote, urlsplit
 
-import anyio
-
 from rootbound.beneath import open_beneath
 from rootbound.execution.spill import find_spill_root
 from rootbound.logs import log
@@ -44,7 +42,6 @@ class ClientRootsState:
     roots: RootSet | None = None  # None: use the operator's roots
     project_dir: str | None = None
     answered: bool = False  # an answer (or a definitive failure) is recorded; no need to ask mid-call
-    lock: anyio.Lock = field(default_factory=anyio.Lock)
     # Handles opened for this connection, by (name, real path): reused across refreshes so a
     # client that keeps sending list_changed cannot exhaust descriptors, and never closed while
     # a call might still use them (only when the connection ends).

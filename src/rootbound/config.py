@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from rootbound import config_errors, hosts
 from rootbound.roots import FILE_TOOLS
 
 __all__ = ["CommandLimits", "CommandsConfig", "Config", "ConfigError", "RootConfig", "load_config"]
@@ -106,6 +107,11 @@ class CommandsConfig(_Strict):
         for entry in allowed if isinstance(allowed, list) else []:
             if not entry.strip() or ("/" in entry and not entry.startswith("/")):
                 raise ValueError(f"{entry!r} must be a program name (e.g. git) or an absolute path")
+            if "/" not in entry and len(entry.split()) > 1:
+                words = entry.split()
+                raise ValueError(f"{entry!r} is not a program name (names have no spaces); the list is "
+                                 f"comma-separated: ALLOWED_COMMANDS={','.join(words)}, --allow-commands "
+                                 f"{','.join(words)}, or in YAML allowed: [{', '.join(words)}]")
         return allowed
 
     @model_validator(mode="after")
@@ -130,7 +136,8 @@ class Config(_Strict):
     max_full_read_size: Annotated[int, Field(ge=1)] = 1024 * 1024
     auth_token: str | None = Field(default=None, description="Bearer token required on /mcp; env ROOTBOUND_AUTH_TOKEN.")
     allowed_hosts: list[str] = Field(default_factory=list, description="Extra Host headers accepted over HTTP "
-                                     '(e.g. "mcp.example.com:*"); localhost is always accepted.')
+                                     '(e.g. "mcp.example.com"); each matches with and without a port ("name:443": '
+                                     "that port or none); localhost is always accepted.")
     allowed_origins: list[str] = Field(default_factory=list, description="Extra browser Origins accepted over HTTP; "
                                        "localhost origins are always accepted.")
     max_request_body_size: Annotated[int, Field(ge=1024)] = 8 * 1024 * 1024
@@ -144,6 +151,22 @@ class Config(_Strict):
     # Where the settings came from, for `rootbound check` and the startup log line.
     source: str = Field(default="built-in default", exclude=True)
 
+    @field_validator("client_roots", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: object) -> object:
+        # YAML 1.1 reads a bare `off` as false (as for commands.sandbox).
+        return "off" if value is False else value
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _hosts(cls, entries: list[str]) -> list[str]:
+        return [hosts.check_host(e) for e in entries]
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins(cls, entries: list[str]) -> list[str]:
+        return [hosts.check_origin(e) for e in entries]
+
     @model_validator(mode="after")
     def _roots(self) -> Config:
         if not self.roots:
@@ -151,22 +174,10 @@ class Config(_Strict):
         seen: set[str] = set()
         for root in self.roots:
             if root.name in seen:
-                raise ValueError(f"roots: duplicate root name {root.name!r}")
+                raise ValueError(f"roots: duplicate root name {root.name!r}; give one of them another name "
+                                 f"(in the config file, or --root other=PATH)")
             seen.add(root.name)
         return self
-
-
-def _format(exc: ValidationError) -> str:
-    lines = []
-    for err in exc.errors():
-        loc = ".".join(str(p) if not isinstance(p, int) else f"[{p}]" for p in err["loc"]).replace(".[", "[")
-        if err["type"] == "extra_forbidden":
-            lines.append(f"unknown key {loc!r}")
-        elif loc:
-            lines.append(f"{loc}: {err['msg'].removeprefix('Value error, ')}")
-        else:
-            lines.append(err["msg"].removeprefix("Value error, "))
-    return "; ".join(lines)
 
 
 def parse_root_flag(flag: str) -> dict[str, Any]:
@@ -210,6 +221,9 @@ def load_config(
     """
     env = os.environ if env is None else env
     data: dict[str, Any] = _read_file(config_file) if config_file else {}
+    problem = config_errors.shape_problem(data)
+    if problem:
+        raise ConfigError(problem)
     base = os.path.dirname(os.path.abspath(config_file)) if config_file else os.getcwd()
     # Relative root paths in a config file are relative to the file; on the command line, to the cwd.
     roots = [_absolute(r, base) for r in (data.get("roots") or [])]
@@ -241,7 +255,7 @@ def load_config(
     try:
         config = Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_format(exc)) from None
+        raise ConfigError(config_errors.explain(exc, Config)) from None
     _check_root_paths(config)
     return config
 

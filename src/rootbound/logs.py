@@ -30,12 +30,23 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str, ensure_ascii=False)
 
 
-def configure_logging(level: str = "INFO") -> None:
+class HumanFormatter(logging.Formatter):
+    """`rootbound: warning: message`, for the commands a person runs in a terminal (check, call, tools)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        extra = {k: v for k, v in vars(record).items() if k not in _STANDARD}
+        details = f" ({', '.join(f'{k}={v}' for k, v in extra.items())})" if extra else ""
+        return f"rootbound: {record.levelname.lower()}: {record.getMessage()}{details}"
+
+
+def configure_logging(level: str = "INFO", human: bool = False) -> None:
+    """JSON lines for the server (log collectors read them); plain sentences for a person's commands."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter())
+    handler.setFormatter(HumanFormatter() if human else JsonFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(logging.WARNING)  # libraries: warnings only, so a tool-call line is not buried
+    # Libraries: warnings only, so a tool-call line is not buried (and nothing below the chosen level).
+    root.setLevel(max(logging.WARNING, logging.getLevelName(level.upper())))
     log.setLevel(level.upper())
     logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
 

@@ -255,7 +255,7 @@ class RootSet(Mapping[str, Root]):
         """The root called `name`, after checking that `tool` may run there."""
         root = self._roots.get(name)
         if root is None:
-            raise ToolError(f"unknown root: {name}")
+            raise ToolError(f"unknown root: {name}; roots: {', '.join(self._roots)}")
         root.check_tool(tool)
         return root
 

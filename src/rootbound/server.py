@@ -26,13 +26,10 @@ from mcp.server.context import CallNext, HandlerResult
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPDeprecationWarning
-from mcp.shared.message import ServerMessageMetadata
 from mcp.types import (
     CallToolRequestParams,
     CallToolResult,
     ClientCapabilities,
-    ListRootsRequest,
-    ListRootsResult,
     ListToolsResult,
     PaginatedRequestParams,
     RootsCapability,
@@ -50,9 +47,13 @@ from rootbound.client_roots import ClientRootsState, build_client_roots
 from rootbound.config import Config
 from rootbound.execution import groups
 from rootbound.execution.spill import SpillRoot, close_spill_root, find_spill_root, open_spill_root
+from rootbound.hosts import LowercaseHost, host_patterns, origin_patterns, url_host
+from rootbound.listening import listen
 from rootbound.logs import log
 from rootbound.roots import Root, RootSet
+from rootbound.roots_request import RootsAsker
 from rootbound.sandbox.select import headline as sandbox_headline
+from rootbound.session_ids import NoSessionIdOnError
 from rootbound.tools import all_tools
 from rootbound.tools.base import CallContext, Progress, ToolSpec, call_tool
 
@@ -65,9 +66,10 @@ INSTRUCTIONS = (
     "rootbound gives you file tools confined to named roots. Call list_roots first to learn the root names "
     "and which tools each allows; then pass `root` and a path relative to it to every file tool."
 )
-ROOTS_TIMEOUT = 5.0  # seconds to wait for a client's roots/list answer; never longer
 _STATE_KEY = "rootbound.client_roots"
+_ASKER_KEY = "rootbound.roots_asker"
 _ROOTS_CAPABILITY = ClientCapabilities(roots=RootsCapability())
+_COMMAND_TOOLS = ("execute_command", "shell")  # listed only when some program is allowed
 
 
 def open_roots(config: Config) -> RootSet:
@@ -146,12 +148,9 @@ class App:
     async def _call_tool(self, ctx: ServerRequestContext[Any], params: CallToolRequestParams) -> CallToolResult:
         roots, project_dir = None, None
         if self._wants_client_roots(ctx):
-            state = _connection_state(ctx.session)
-            if not state.answered:
-                # The request sent after `initialized` may have been lost (over HTTP it rides a stream the
-                # client may not have opened yet): ask again, on this call's own response stream.
-                await self._fetch_roots(ctx, state, related_request_id=ctx.request_id)
-            roots, project_dir = state.roots, state.project_dir
+            asker = self._asker(ctx.session)
+            await asker.before_call(ctx.session, ctx.request_id)  # at most CALL_WAIT; never the client's pace
+            roots, project_dir = asker.state.roots, asker.state.project_dir
         return await self.call(params.name, params.arguments,
                                self.context(roots, project_dir, ctx.session.report_progress))
 
@@ -160,6 +159,9 @@ class App:
         spec = self.tools.get(name)
         if spec is None:
             text = f"unknown tool: {name}; known tools: {', '.join(self.tools)}"
+            if name in _COMMAND_TOOLS:
+                text += ("; the command tools are off on this server: the operator enables them with "
+                         "--allow-commands LIST or commands.allowed in the config")
             return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
         return await call_tool(spec, ctx or self.context(), arguments)
 
@@ -174,31 +176,24 @@ class App:
         result = await call_next(ctx)
         if ctx.method in ("notifications/initialized", "notifications/roots/list_changed") \
                 and self._wants_client_roots(ctx):
-            state = _connection_state(ctx.session)
+            asker = self._asker(ctx.session)
             if ctx.method == "notifications/roots/list_changed":
-                state.answered = False
-            await self._fetch_roots(ctx, state)
+                asker.changed(ctx.session)
+            elif not asker.running:
+                asker.ask(ctx.session)  # early: answered before the first call, with luck
+                await asker.run()  # this notification's task now sends the connection's requests, until it ends
         return result
 
-    async def _fetch_roots(self, ctx: ServerRequestContext[Any], state: ClientRootsState,
-                           related_request_id: Any = None) -> None:
-        """Ask the client for its roots (bounded by ROOTS_TIMEOUT); any failure leaves the operator roots."""
-        async with state.lock:
-            if state.answered:
-                return
-            metadata = ServerMessageMetadata(related_request_id=related_request_id) if related_request_id else None
-            try:
-                answer = await ctx.session.send_request(ListRootsRequest(), ListRootsResult,
-                                                        request_read_timeout_seconds=ROOTS_TIMEOUT, metadata=metadata)
-            except Exception as exc:  # timeout, an error answer, no back-channel: roots stay the operator's
-                log.info("client roots unavailable; serving the operator's roots",
-                         extra={"error": f"{type(exc).__name__}: {exc}"[:300]})
-                # A call-time attempt that fails is final until the client says its roots changed;
-                # an initialized-time one is not, because over HTTP it may simply have been lost.
-                state.answered = related_request_id is not None
-                return
-            build_client_roots(self.config.client_roots, self.roots,
-                               [(str(r.uri), r.name) for r in answer.roots], state)
+    def _asker(self, session: Any) -> RootsAsker:
+        """This connection's roots requests (roots_request.py), built around its client-roots state."""
+        states = session._connection.state
+        asker = states.get(_ASKER_KEY)
+        if asker is None:
+            state = _connection_state(session)
+            asker = states[_ASKER_KEY] = RootsAsker(
+                state, lambda pairs: build_client_roots(self.config.client_roots, self.roots, pairs, state))
+        assert isinstance(asker, RootsAsker)
+        return asker
 
     # -- transports -------------------------------------------------------------------------
 
@@ -209,21 +204,25 @@ class App:
     def http_app(self) -> Starlette:
         cfg = self.config
         # Always explicit: the SDK turns Host/Origin checks off by itself for a 0.0.0.0 bind.
-        hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", *cfg.allowed_hosts]
+        hosts = ["127.0.0.1", "localhost", "[::1]", *cfg.allowed_hosts]
         origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*", *cfg.allowed_origins]
         if not _is_wildcard(cfg.host) and not _is_loopback(cfg.host):
-            hosts.append(f"{cfg.host}:*")
-            origins.append(f"http://{cfg.host}:*")
-        security = TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
-                                             allowed_origins=origins)
+            hosts.append(url_host(cfg.host))
+            origins.append(f"http://{url_host(cfg.host)}:*")
+        # Each entry matches with and without a port (hosts.py): behind a TLS proxy, `Host: name`.
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=host_patterns(hosts),
+                                             allowed_origins=origin_patterns(origins))
         auth: dict[str, Any] = {}
         if cfg.auth_token:
             auth = {"token_verifier": _StaticToken(cfg.auth_token),
                     "auth": AuthSettings(issuer_url=AnyHttpUrl("http://127.0.0.1"), resource_server_url=None)}
-        return self.server.streamable_http_app(
+        app = self.server.streamable_http_app(
             transport_security=security, host=cfg.host, max_request_body_size=cfg.max_request_body_size,
             custom_starlette_routes=[Route("/health", _health, methods=["GET"])], **auth,
         )
+        app.add_middleware(NoSessionIdOnError)  # a refused request names no (discarded) session
+        app.add_middleware(LowercaseHost)
+        return app
 
     async def serve_http(self) -> None:
         cfg = self.config
@@ -234,9 +233,10 @@ class App:
         server = uvicorn.Server(uvicorn.Config(
             self.http_app(), host=cfg.host, port=cfg.port, log_config=None, log_level="warning",
             lifespan="on", timeout_graceful_shutdown=int(cfg.shutdown_grace) or None))
-        log.info("listening", extra={"address": f"http://{cfg.host}:{cfg.port}/mcp",
+        sock = listen(cfg.host, cfg.port)  # before saying so: a port in use is a ListenError, not a later traceback
+        log.info("listening", extra={"address": f"http://{url_host(cfg.host)}:{sock.getsockname()[1]}/mcp",
                                      "auth": "bearer token" if cfg.auth_token else "none"})
-        await server.serve()
+        await server.serve(sockets=[sock])
 
     def close(self) -> None:
         groups.kill_all()  # no command outlives the server

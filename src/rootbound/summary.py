@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from rootbound import beneath
 from rootbound.execution.summary import describe_commands
+from rootbound.overlaps import nesting_warnings
 from rootbound.roots import FILE_TOOLS
 from rootbound.sandbox.select import launcher_for
 from rootbound.tools.errors import COMMON_ERRORS, TOOL_ERRORS
@@ -63,6 +64,7 @@ def policy(app: App) -> dict[str, Any]:
             "max_request_body_size": cfg.max_request_body_size,
         },
         "tools": list(app.tools),
+        "warnings": nesting_warnings(app.roots.values()),
     }
 
 
@@ -89,6 +91,7 @@ def render_policy(data: dict[str, Any]) -> str:
                f"{', '.join(http['allowed_hosts'])}")
     out.append(f"tools exposed: {', '.join(data['tools'])}")
     problems = data["commands"]["problems"]
+    out.extend(f"WARNING: {w}" for w in data["warnings"])
     out.extend(f"PROBLEM: {p}" for p in problems)
     out.append("ok" if not problems else "not ok")
     return "\n".join(out)

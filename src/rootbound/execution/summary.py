@@ -47,7 +47,12 @@ def describe_commands(config: Config, launcher: Launcher | None = None) -> tuple
         for name in sorted(policy.names):
             found = shutil.which(name, path=policy.path_env)
             shown.append(f"{name} -> {found}" if found else f"{name} -> NOT FOUND on PATH")
+            if not found:  # every call would fail: the operator should hear it now, not the agent later
+                problems.append(f"allowed program {name!r} is not on PATH ({policy.path_env}); install it, or "
+                                "remove it from commands.allowed / ALLOWED_COMMANDS / --allow-commands")
         shown += [p.path if os.path.exists(p.path) else f"{p.path} (does not exist)" for p in policy.paths]
+        problems += [f"allowed program {p.path} does not exist; fix the path in commands.allowed"
+                     for p in policy.paths if not os.path.exists(p.path)]
         lines.append(f"  programs: {'; '.join(shown)}")
         lines.append(f"  shell scripts: checked (POSIX sh subset; file redirections refused) and run by {SHELL}")
         risky = sorted(n for n in policy.names | {p.base for p in policy.paths} if n in _RUNNERS)

@@ -83,7 +83,7 @@ def open_workdir(roots: Mapping[str, Root], project_dir: str, cwd: str | None, r
     if root is not None:
         base = roots.get(root)
         if base is None:
-            raise ToolError(f"unknown root: {root}")
+            raise ToolError(f"unknown root: {root}; roots: {', '.join(roots)}")
         fd = base.open_dir(cwd or "")
         shown = f"{root}:{display_path(split_path(cwd or ''))}"
     else:

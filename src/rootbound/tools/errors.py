@@ -12,7 +12,7 @@ __all__ = ["COMMON_ERRORS", "TOOL_ERRORS"]
 
 # What any tool taking `root` and a path may answer.
 COMMON_ERRORS: tuple[str, ...] = (
-    "unknown root: …",
+    "unknown root: …; roots: …",
     "tool … not allowed on root …",
     "invalid arguments for …: … is required",
     "path resolves outside root boundary",
