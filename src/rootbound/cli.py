@@ -56,6 +56,18 @@ def _load(args: argparse.Namespace) -> Config:
     return load_config(args.config, args.root, overrides)
 
 
+def _reach_checks(command: str, config: Config) -> tuple[int | None, list[str]]:
+    """Refuse a configuration that lets the agent change the server's own code; the warnings to show."""
+    from rootbound import installation
+
+    if command not in ("serve", "check", "call"):
+        return None, []
+    refused = installation.refusals(config)
+    for reason in refused:
+        print(f"rootbound: refusing to serve: {reason}", file=sys.stderr)
+    return (1 if refused else None), installation.warnings(config)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
@@ -70,6 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"rootbound: configuration error: {exc}", file=sys.stderr)
         return 1
+    refused, warnings = _reach_checks(args.command, config)
+    if refused is not None:
+        return refused
 
     from rootbound import summary
     from rootbound.server import App, run  # imports the MCP SDK (~0.7 s): only when needed
@@ -80,12 +95,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rootbound: cannot open root: {exc}", file=sys.stderr)
         return 1
     if args.command == "serve":
+        from rootbound.logs import log
+
+        for warning in warnings:  # root names and user names only: no host paths in the log
+            log.warning(warning)
         run(app, args.transport)
         return 0
     try:
         if args.command == "check":
             data = summary.policy(app)
-            print(json.dumps(data, indent=2) if args.json else summary.render_policy(data))
+            data["warnings"] = warnings
+            if args.json:
+                print(json.dumps(data, indent=2))
+            else:  # the warnings go just above the closing "ok" / "not ok"
+                body, verdict = summary.render_policy(data).rsplit("\n", 1)
+                print("\n".join([body, *(f"WARNING: {w}" for w in warnings), verdict]))
             return 1 if summary.problems(data) else 0
         if args.command == "tools":
             if args.markdown:

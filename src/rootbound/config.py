@@ -140,6 +140,10 @@ class Config(_Strict):
     protected_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_PROTECTED_PATHS),
                                        description="Root-relative globs the file tools may not modify.")
     commands: CommandsConfig = Field(default_factory=CommandsConfig)
+    allow_self_modification: bool = Field(
+        default=False, description="Serve writable roots (and command write areas) that contain rootbound's own "
+        "installation: its virtual environment or Python, the rootbound package, or its import path. Off: such "
+        "a configuration is refused at start-up, since the agent could change the server's code.")
     # Where the settings came from, for `rootbound check` and the startup log line.
     source: str = Field(default="built-in default", exclude=True)
 
@@ -214,6 +218,11 @@ def load_config(
     roots = [_absolute(r, base) for r in (data.get("roots") or [])]
     roots.extend(_absolute(parse_root_flag(f), os.getcwd()) for f in root_flags)
     if not config_file and not root_flags:
+        if os.getcwd() == "/":
+            raise ConfigError("refusing to serve / (the whole filesystem) as the default root: rootbound was "
+                              "started in / without --config or --root, as an MCP client that starts its servers "
+                              "in / would do; start it in the project directory or pass --root PATH, or pass "
+                              "--root / explicitly if the whole filesystem is really meant")
         roots = [{"name": DEFAULT_ROOT_NAME, "path": os.getcwd(), "allowed_tools": ["*"]}]
     if roots:
         data["roots"] = roots

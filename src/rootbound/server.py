@@ -198,7 +198,8 @@ class App:
                 state.answered = related_request_id is not None
                 return
             build_client_roots(self.config.client_roots, self.roots,
-                               [(str(r.uri), r.name) for r in answer.roots], state)
+                               [(str(r.uri), r.name) for r in answer.roots], state,
+                               allow_self_modification=self.config.allow_self_modification)
 
     # -- transports -------------------------------------------------------------------------
 
