@@ -115,9 +115,17 @@ class CommandsConfig(_Strict):
 
 
 # Paths the file tools will not write, remove, move onto or patch (root-relative globs, any root).
-# They turn a file write into code execution: git hooks and config, agent config, shell start-up files.
+# Each turns a file write into code that runs later, outside the sandbox, without the user asking for it.
 DEFAULT_PROTECTED_PATHS: tuple[str, ...] = (
-    ".git/hooks/**", ".git/config", ".mcp.json",
+    # git's hooks and config: listed for the commands' sandbox, which freezes them; the file tools refuse
+    # everything inside .git anyway (gitdirs.py). ~/.gitconfig when a root is a home directory.
+    ".git/hooks/**", ".git/config", ".gitconfig",
+    # Agents and editors that start MCP servers, hooks or tasks from the project when it is opened:
+    # Claude Code (hooks run shell commands), VS Code (tasks with runOn: folderOpen, settings that name
+    # programs, MCP servers), Cursor and Gemini CLI (MCP servers).
+    ".mcp.json", ".claude/settings.json", ".claude/settings.local.json", ".vscode/settings.json",
+    ".vscode/tasks.json", ".vscode/mcp.json", ".cursor/mcp.json", ".gemini/settings.json",
+    # Shell start-up files (a root that is a home directory).
     ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zprofile", ".zshenv",
     ".zlogin", ".cshrc", ".tcshrc", ".kshrc",
 )
