@@ -54,8 +54,14 @@ def own_code() -> list[OwnCode]:
         OwnCode("the Python interpreter", os.path.realpath(sys.executable), False),
         OwnCode("the rootbound package", os.path.dirname(os.path.realpath(rootbound.__file__)), True),
     ]
-    found += [OwnCode("a directory on rootbound's import path (sys.path)", os.path.realpath(p), True)
-              for p in sys.path if p and os.path.isdir(p)]
+    prefixes = (found[0].path, found[1].path)
+    for entry in sys.path:
+        if entry and os.path.isdir(entry):
+            real = os.path.realpath(entry)
+            # A root inside site-packages or the standard library holds imported code; one inside a
+            # PYTHONPATH directory such as a home directory does not, unless it contains the entry itself.
+            found.append(OwnCode("a directory on rootbound's import path (sys.path)", real,
+                                 any(is_under(real, p) for p in prefixes)))
     cwd = getattr(rootbound, "_cwd_on_import_path", None)  # set by __main__ for `python -m rootbound`
     if cwd is not None:
         found.append(OwnCode("the current directory, which `python -m` puts first on the import path (start the "
