@@ -186,7 +186,7 @@ async def test_copy_and_move_refuse_to_plant_protected_paths(server: Harness, wo
     (workspace / "repo").mkdir()
     for tool in ("copy", "move"):
         msg = await server.err(tool, **args("evil", "repo/.git"))
-        assert "protected path: repo/.git/" in msg
+        assert "protected path: repo/.git is a git directory or file (.git)" in msg
         assert not (workspace / "repo/.git").exists()
         assert "protected path" in await server.err(tool, **args("evil/config", ".git/config"))
     assert [p.name for p in workspace.iterdir() if p.name.startswith(".")] == []  # no temp folders left

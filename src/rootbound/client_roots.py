@@ -9,7 +9,8 @@ on a handshake-era connection (stdio, stateful HTTP) is asked for its roots afte
   root's handle* and given its allowlist; the accepted roots replace the operator
   roots for this connection (a narrowing). None accepted: the operator roots stay.
 * `replace`: the client's directories become the roots, all file tools allowed
-  (desktop use, as the reference filesystem server does).
+  (desktop use, as the reference filesystem server does) — except one that holds
+  the server's own installation (`installation.py`; `allow_self_modification`).
 * `off`: ignored.
 
 The first accepted client root is the connection's project directory. Requests of
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import unquote, urlsplit
 
+from rootbound import installation
 from rootbound.beneath import open_beneath
 from rootbound.execution.spill import find_spill_root
 from rootbound.logs import log
@@ -104,10 +106,18 @@ def _open_within(operator: RootSet, name: str, real: str, state: ClientRootsStat
     return root
 
 
-def _open_replace(name: str, real: str, state: ClientRootsState) -> Root | None:
+def _open_replace(name: str, real: str, state: ClientRootsState, allow_self_modification: bool) -> Root | None:
     key = (name, real)
     if key in state.opened:
         return state.opened[key]
+    own = None if allow_self_modification else installation.holds_own_code(real)
+    if own is not None:  # it would be writable: the agent could change the server's own code
+        log.warning("client root refused: it contains rootbound's own installation (set allow_self_modification "
+                    "to serve it)", extra={"client_root": name, "contains": own.what})
+        return None
+    reach = installation.describe_reach(real)
+    if reach is not None:
+        log.warning(f"client root {reach}", extra={"client_root": name})
     try:
         root = Root.at(name, real, ["*"])
     except OSError as exc:
@@ -119,7 +129,7 @@ def _open_replace(name: str, real: str, state: ClientRootsState) -> Root | None:
 
 
 def build_client_roots(policy: Policy, operator: RootSet, roots: Iterable[tuple[str, str | None]],
-                       state: ClientRootsState) -> None:
+                       state: ClientRootsState, *, allow_self_modification: bool = False) -> None:
     """Turn the client's `(uri, name)` pairs into this connection's roots and project directory."""
     accepted: list[Root] = []
     taken: set[str] = set()
@@ -134,7 +144,10 @@ def build_client_roots(policy: Policy, operator: RootSet, roots: Iterable[tuple[
             continue
         base = (given or "").strip().replace("/", "_") or os.path.basename(real) or "root"
         name = _unique(base, taken)
-        root = _open_within(operator, name, real, state) if policy == "within" else _open_replace(name, real, state)
+        if policy == "within":
+            root = _open_within(operator, name, real, state)
+        else:
+            root = _open_replace(name, real, state, allow_self_modification)
         if root is not None:
             accepted.append(root)
     spill = find_spill_root(operator)

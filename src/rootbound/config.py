@@ -122,9 +122,17 @@ class CommandsConfig(_Strict):
 
 
 # Paths the file tools will not write, remove, move onto or patch (root-relative globs, any root).
-# They turn a file write into code execution: git hooks and config, agent config, shell start-up files.
+# Each turns a file write into code that runs later, outside the sandbox, without the user asking for it.
 DEFAULT_PROTECTED_PATHS: tuple[str, ...] = (
-    ".git/hooks/**", ".git/config", ".mcp.json",
+    # git's hooks and config: listed for the commands' sandbox, which freezes them; the file tools refuse
+    # everything inside .git anyway (gitdirs.py). ~/.gitconfig when a root is a home directory.
+    ".git/hooks/**", ".git/config", ".gitconfig",
+    # Agents and editors that start MCP servers, hooks or tasks from the project when it is opened:
+    # Claude Code (hooks run shell commands), VS Code (tasks with runOn: folderOpen, settings that name
+    # programs, MCP servers), Cursor and Gemini CLI (MCP servers).
+    ".mcp.json", ".claude/settings.json", ".claude/settings.local.json", ".vscode/settings.json",
+    ".vscode/tasks.json", ".vscode/mcp.json", ".cursor/mcp.json", ".gemini/settings.json",
+    # Shell start-up files (a root that is a home directory).
     ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zprofile", ".zshenv",
     ".zlogin", ".cshrc", ".tcshrc", ".kshrc",
 )
@@ -148,6 +156,10 @@ class Config(_Strict):
     protected_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_PROTECTED_PATHS),
                                        description="Root-relative globs the file tools may not modify.")
     commands: CommandsConfig = Field(default_factory=CommandsConfig)
+    allow_self_modification: bool = Field(
+        default=False, description="Serve writable roots (and command write areas) that contain rootbound's own "
+        "installation: its virtual environment or Python, the rootbound package, or its import path. Off: such "
+        "a configuration is refused at start-up, since the agent could change the server's code.")
     # Where the settings came from, for `rootbound check` and the startup log line.
     source: str = Field(default="built-in default", exclude=True)
 
@@ -229,6 +241,11 @@ def load_config(
     roots = [_absolute(r, base) for r in (data.get("roots") or [])]
     roots.extend(_absolute(parse_root_flag(f), os.getcwd()) for f in root_flags)
     if not config_file and not root_flags:
+        if os.getcwd() == "/":
+            raise ConfigError("refusing to serve / (the whole filesystem) as the default root: rootbound was "
+                              "started in / without --config or --root, as an MCP client that starts its servers "
+                              "in / would do; start it in the project directory or pass --root PATH, or pass "
+                              "--root / explicitly if the whole filesystem is really meant")
         roots = [{"name": DEFAULT_ROOT_NAME, "path": os.getcwd(), "allowed_tools": ["*"]}]
     if roots:
         data["roots"] = roots

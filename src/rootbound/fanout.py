@@ -18,18 +18,25 @@ enough results) stops the helper's work on it at the next file or 1 MiB block.
 The helper exits when its socket closes (the server went away) or its parent
 dies (PR_SET_PDEATHSIG).
 
+How it is started: it must never run code from a root. `python -m` would put the
+server's working directory (often a root) first on the import path, so a
+`rootbound/fanout.py` written there by the agent would run as the server's user,
+outside every sandbox. So: an isolated interpreter (`-I`: no working directory,
+no PYTHON* variables, no user site) that imports this package from where the
+server imported it, started in `/` with only the locale variables (never the
+server's secrets), and made non-dumpable before it imports anything, so no other
+process of our user can read its memory, environment or directory handles.
+
 `ROOTBOUND_GREP_HELPER=off` disables it; it is never used on a single-CPU machine.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import marshal
 import mmap
 import os
 import select
-import signal
 import socket
 import struct
 import subprocess
@@ -97,6 +104,29 @@ def make_scanner(pattern: str, case_insensitive: bool, context: int, expired: Ca
 # -- the main process's side -------------------------------------------------------------------------
 
 
+# Runs first in the helper: not dumpable (exit if that fails), killed with its parent, then our package.
+_BOOT = ("import ctypes,sys;libc=ctypes.CDLL(None);"
+         "libc.prctl(4,0,0,0,0)==0 or sys.exit('rootbound grep helper: cannot become non-dumpable');"
+         "libc.prctl(1,9,0,0,0);"  # PR_SET_DUMPABLE 0; PR_SET_PDEATHSIG SIGKILL
+         "sys.path.insert(0,{path!r});from rootbound.fanout import main;main(sys.argv[1:])")
+_LOCALE_VARS: Final = ("LANG", "LC_ALL", "LC_CTYPE")  # file names must decode as in the server
+
+
+def helper_argv(sock_fd: int, flags_fd: int) -> list[str]:
+    """The helper's command line: this interpreter (its venv too), isolated, importing this very package."""
+    import rootbound
+
+    package_parent = os.path.dirname(os.path.dirname(os.path.realpath(rootbound.__file__)))
+    utf8 = ["-X", "utf8"] if sys.flags.utf8_mode else []
+    return [sys.executable, "-I", *utf8, "-c", _BOOT.format(path=package_parent), str(sock_fd), str(flags_fd)]
+
+
+def helper_env() -> dict[str, str]:
+    """Only what decoding file names needs: no token, no secrets, nothing that changes Python (-I ignores
+    PYTHON* anyway)."""
+    return {k: v for k in _LOCALE_VARS if (v := os.environ.get(k)) is not None}
+
+
 def _disabled() -> bool:
     return os.environ.get("ROOTBOUND_GREP_HELPER", "").lower() in ("0", "off", "no", "false") or \
         (os.cpu_count() or 1) < 2
@@ -119,8 +149,8 @@ class Helper:
         os.ftruncate(flags_fd, _SLOTS)
         self._flags = mmap.mmap(flags_fd, _SLOTS)
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "rootbound.fanout", str(theirs.fileno()), str(flags_fd)],
-            pass_fds=(theirs.fileno(), flags_fd), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+            helper_argv(theirs.fileno(), flags_fd), pass_fds=(theirs.fileno(), flags_fd), cwd="/",
+            env=helper_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
         theirs.close()
         os.close(flags_fd)
         self._sock = ours
@@ -237,11 +267,6 @@ def _recv_exact(sock: socket.socket, n: int, want_fd: bool) -> tuple[bytes, list
     return data, fds
 
 
-def _die_with_parent() -> None:
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
 def serve(sock: socket.socket, flags: mmap.mmap) -> None:
     """Answer batches until the socket closes."""
     scanners: dict[tuple[str, bool, int], LineSearch] = {}
@@ -275,7 +300,7 @@ def serve(sock: socket.socket, flags: mmap.mmap) -> None:
 
 
 def main(argv: list[str]) -> None:
-    _die_with_parent()
+    """The helper's entry point (`_BOOT` has made it non-dumpable and tied it to its parent already)."""
     sock_fd, flags_fd = int(argv[0]), int(argv[1])
     sock = socket.socket(fileno=sock_fd)
     flags = mmap.mmap(flags_fd, _SLOTS)
@@ -283,6 +308,3 @@ def main(argv: list[str]) -> None:
     with contextlib.suppress(BrokenPipeError, ConnectionResetError, KeyboardInterrupt):
         serve(sock, flags)
 
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

@@ -191,7 +191,8 @@ class App:
         if asker is None:
             state = _connection_state(session)
             asker = states[_ASKER_KEY] = RootsAsker(
-                state, lambda pairs: build_client_roots(self.config.client_roots, self.roots, pairs, state))
+                state, lambda pairs: build_client_roots(self.config.client_roots, self.roots, pairs, state,
+                                                        allow_self_modification=self.config.allow_self_modification))
         assert isinstance(asker, RootsAsker)
         return asker
 

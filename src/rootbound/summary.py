@@ -84,6 +84,8 @@ def render_policy(data: dict[str, Any]) -> str:
         out.append(f"  {'':{width}}  tools: {tools}")
     out.append(f"max_full_read_size: {data['max_full_read_size']} bytes")
     out.append(f"protected paths (never modified by file tools): {', '.join(data['protected_paths']) or 'none'}")
+    out.append("git repositories (never changed by file tools, whatever protected_paths says): .git and everything "
+               "inside it, and folders shaped like a bare repository")
     out.append(f"client roots: {data['client_roots']}; project dir: {data['project_dir'] or 'server working dir'}")
     out.extend(data["commands"]["description"])
     http = data["http"]

@@ -65,9 +65,11 @@ def probe() -> Probe:
     else:
         argv = [BWRAP, *_namespace_flags(False, uid == 0), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
                 "--tmpfs", TMP, "--", "true"]
+        # In `/` with a bare environment: the probe needs nothing of the server's (secrets included).
+        env = {"PATH": "/usr/bin:/bin"}
         try:
-            done = subprocess.run(argv, capture_output=True, timeout=10)
-            version = subprocess.run([BWRAP, "--version"], capture_output=True, timeout=10).stdout
+            done = subprocess.run(argv, capture_output=True, timeout=10, cwd="/", env=env)
+            version = subprocess.run([BWRAP, "--version"], capture_output=True, timeout=10, cwd="/", env=env).stdout
         except (OSError, subprocess.SubprocessError) as exc:
             result = Probe(False, f"bwrap cannot be started: {exc}")
         else:

@@ -11,6 +11,18 @@ from __future__ import annotations
 __all__ = ["COMMON_ERRORS", "TOOL_ERRORS"]
 
 # What any tool taking `root` and a path may answer.
+# What every writing tool may answer besides its own: git's repository internals (`gitdirs.py`).
+_GIT_ERRORS: tuple[str, ...] = (
+    "protected path: … is inside a git directory…; the file tools never change a repository's internals (git "
+    "commands do that)",
+    "protected path: … is a git directory or file (.git); the file tools never create, change, remove or move one, "
+    "nor anything inside it (git commands do that)",
+    "protected path: … is inside a directory that git treats as a bare repository (…); the file tools never change a "
+    "repository's internals",
+    "protected path: … would make … a directory that git treats as a bare repository (…), whose config git would obey; "
+    "the file tools never create a repository (git init does)",
+)
+
 COMMON_ERRORS: tuple[str, ...] = (
     "unknown root: …; roots: …",
     "tool … not allowed on root …",
@@ -47,6 +59,7 @@ TOOL_ERRORS: dict[str, tuple[str, ...]] = {
     "remove_file": (
         "path is a directory, not a file: …; use remove_folder to remove a directory",
         "protected path: … matches the protected_paths rule …",
+        *_GIT_ERRORS,
     ),
     "patch_file": (
         "patch failed: hunk … does not match at line … (expected …, found …: …); … Its closest place is …",
@@ -56,6 +69,12 @@ TOOL_ERRORS: dict[str, tuple[str, ...]] = {
         "file changed since you last read it: … has sha256 …, not the expected …",
         "the patch deletes the file (+++ /dev/null or *** Delete File); use remove_file to remove a file",
         "protected path: … matches the protected_paths rule …",
+        *_GIT_ERRORS,
+    ),
+    "create_folder": (
+        "path exists and is …, not a directory: …",
+        "protected path: … matches the protected_paths rule …",
+        *_GIT_ERRORS,
     ),
     "edit_file": (
         "old_string was not found in …; nothing was changed … The closest text is at …, where it differs: …",
@@ -68,19 +87,23 @@ TOOL_ERRORS: dict[str, tuple[str, ...]] = {
         "protected path: … matches the protected_paths rule …",
         "… is not UTF-8 text; edit_file changes text only",
         "path is a directory, not a file: …",
+        *_GIT_ERRORS,
     ),
-    "create_folder": ("path exists and is …, not a directory: …",),
     "remove_folder": (
         "cannot remove root directory",
         "directory not found: …",
         "path is a file, not a directory: …; use remove_file to remove a file",
         "protected path: … matches the protected_paths rule …",
+        *_GIT_ERRORS,
     ),
     "copy": (
         "source file not found: …",
         "cannot copy a folder into itself: … -> …",
         "destination already exists: …; copy does not merge folders - remove …",
+        "protected path: … is a git directory or file (.git): copying it would create a repository; copy the folder "
+        "without it, or use git clone",
         "protected path: … matches the protected_paths rule …",
+        *_GIT_ERRORS,
     ),
     "move": (
         "source file not found: …",
@@ -88,6 +111,7 @@ TOOL_ERRORS: dict[str, tuple[str, ...]] = {
         "cannot move a folder into itself: … -> …",
         "cannot move … there: from its new place the link would lead outside the …",
         "protected path: … matches the protected_paths rule …",
+        *_GIT_ERRORS,
     ),
     "grep": ("invalid pattern: …", "invalid glob_filter: …", "not a regular file or directory: …"),
     "glob": ("exactly one of pattern or regex must be provided", "invalid regex: …"),

@@ -28,10 +28,17 @@ from pydantic import BaseModel, Field
 
 from rootbound import fsops
 from rootbound.beneath import open_beneath
-from rootbound.errors import ToolError
+from rootbound.errors import Denied, ToolError
 from rootbound.roots import Root, display_path, file_type, split_path
 from rootbound.tools.base import Args, CallContext, RelPath, ToolSpec, writes
-from rootbound.tools.targets import Guard, host_path, keep_owner, regular_or_none, resolve
+from rootbound.tools.targets import (
+    Guard,
+    copy_would_create_repository,
+    host_path,
+    keep_owner,
+    regular_or_none,
+    resolve,
+)
 
 __all__ = ["TOOLS"]
 
@@ -114,12 +121,21 @@ def _copy_folder(root: Root, sfd: int, sst: os.stat_result, loc: fsops.Located, 
     With `refuse_skips` (the source's path, for a move), an entry that would be skipped
     makes the whole copy fail before anything appears at the destination."""
     given = "/".join(split_path(shown))
+    carried = refuse_skips is not None  # a move: the folder goes whole, with any repository it holds
+    names: dict[str, set[str]] = {}  # the entries of each folder of the copy so far
 
     def check(rel: str) -> None:
+        if not carried:
+            parent, _, name = rel.rpartition("/")
+            seen = names.setdefault(parent, set())
+            seen.add(name)
+            refused = copy_would_create_repository(shown, rel, seen)
+            if refused is not None:
+                raise Denied(refused)
         if guard:
-            guard.check(f"{given}/{rel}", f"{shown}/{rel}")
+            guard.check(f"{given}/{rel}", f"{shown}/{rel}", carried=rel if carried else None)
             if real is not None:
-                guard.check_real(root, [*real, rel], f"{shown}/{rel}")
+                guard.check_real(root, [*real, rel], f"{shown}/{rel}", carried=rel if carried else None)
 
     stats = fsops.CopyStats()
     tfd, tmp = fsops.make_temp_dir(loc.dirfd)
@@ -283,11 +299,12 @@ def move(ctx: CallContext, args: TransferArgs) -> MoveResult:
 
 
 def _check_tree(guard: Guard, root: Root, rels: list[str], base: str, real: list[str] | None) -> None:
+    """The protected paths a folder moved whole carries (a repository it holds goes with it)."""
     given = "/".join(split_path(base))
     for rel in rels:
-        guard.check(f"{given}/{rel}", f"{base}/{rel}")
+        guard.check(f"{given}/{rel}", f"{base}/{rel}", carried=rel)
         if real is not None:
-            guard.check_real(root, [*real, rel], f"{base}/{rel}")
+            guard.check_real(root, [*real, rel], f"{base}/{rel}", carried=rel)
 
 
 def _contents(sloc: fsops.Located, sst: os.stat_result, guard: Guard) -> tuple[list[str], list[tuple[str, str]]]:
@@ -382,7 +399,9 @@ TOOLS = [
         "both roots. If dest_path is an existing folder, the source is copied inside it under its own name. An "
         "existing destination file is replaced atomically; an existing destination folder is not merged (error). "
         "Missing parent folders are created. Inside a copied folder, symlinks are copied as links only when they "
-        "stay inside the destination root; others (and FIFOs, sockets, devices) are skipped and listed.",
+        "stay inside the destination root; others (and FIFOs, sockets, devices) are skipped and listed. A folder "
+        "holding a git repository (.git, or a bare repository) is not copied (use git clone), and nothing is "
+        "copied into a .git directory or onto a protected path (as for write_file).",
         TransferArgs, CopyResult, writes("Copy a file or folder", destructive=True, idempotent=True), copy),
     ToolSpec(
         "move", "Move or rename",
@@ -391,6 +410,7 @@ TOOLS = [
         "the destination is replaced; an existing folder is not. Atomic (a rename) on one filesystem; across "
         "filesystems it copies and then removes the source, and refuses beforehand if anything could not be "
         "copied. A symlink is moved as a link; a move that would make a relative link lead outside its root is "
-        "refused. The root itself cannot be moved.",
+        "refused. The root itself cannot be moved. A folder holding a git repository moves whole; .git itself, "
+        "anything inside a .git directory, and protected paths (as for write_file) are not moved.",
         TransferArgs, MoveResult, writes("Move or rename", destructive=True, idempotent=False), move),
 ]

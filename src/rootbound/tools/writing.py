@@ -240,7 +240,7 @@ def create_folder(ctx: CallContext, args: PathArgs) -> CreatedResult:
     root = ctx.roots.get_for(args.root, "create_folder")
     path = args.path
     created = False
-    with resolve(ctx, root, path, make_parents=True) as (loc, _):
+    with resolve(ctx, root, path, make_parents=True, guard=Guard(ctx)) as (loc, _):
         st = loc.st
         if st is None:
             try:
@@ -279,14 +279,15 @@ def remove_folder(ctx: CallContext, args: PathArgs) -> RemoveFolderResult:
             raise ToolError(f"path is a symlink, not a directory: {path}; use remove_file to remove the link")
         if not stat.S_ISDIR(st.st_mode):
             raise ToolError(f"path is a file, not a directory: {path}; use remove_file to remove a file")
-        # Look before deleting anything: a protected file inside refuses the whole removal.
+        # Look before deleting anything: a protected file inside refuses the whole removal (a repository
+        # the folder holds goes with it: removing a project is not changing its repository's internals).
         given, count = "/".join(split_path(path)), 0
         for rel in fsops.walk_names(loc.dirfd, loc.name):
             count += 1
             if guard:
-                guard.check(f"{given}/{rel}", f"{path.rstrip('/')}/{rel}")
+                guard.check(f"{given}/{rel}", f"{path.rstrip('/')}/{rel}", carried=rel)
                 if real is not None:
-                    guard.check_real(root, [*real, rel], f"{path.rstrip('/')}/{rel}")
+                    guard.check_real(root, [*real, rel], f"{path.rstrip('/')}/{rel}", carried=rel)
         try:
             fsops.remove_tree(loc.dirfd, loc.name)
         except OSError as exc:
@@ -303,13 +304,15 @@ TOOLS = [
         "adds to its end (creating it if missing); create_only creates it and fails if it already exists. Missing "
         "parent folders are created. Overwrites are atomic: readers see the old or the new file, never a mix. "
         "Give expected_sha256 (from hash_file or a previous write's sha256) to write only if nobody changed the "
-        "file since you read it. Binary data: encoding=base64. Some paths (git hooks and config, .mcp.json, shell "
-        "start-up files) are protected and cannot be written.",
+        "file since you read it. Binary data: encoding=base64. Protected, so never written: .git and anything inside "
+        "a .git directory, a file that would make its folder look like a bare git repository (HEAD with objects "
+        "and refs), agent and editor settings (.mcp.json, .claude/settings.json, .vscode/tasks.json, ...) and "
+        "shell start-up files. Git commands change repositories.",
         WriteFileArgs, WriteFileResult, writes("Write a file", destructive=True, idempotent=False), write_file),
     ToolSpec(
         "remove_file", "Remove a file",
         "Delete one file (or symlink: the link itself is removed, never what it points to) in a root. Fails for "
-        "a directory (use remove_folder) and for a missing file.",
+        "a directory (use remove_folder), for a missing file, and for protected paths (as for write_file).",
         PathArgs, RemovedResult, writes("Remove a file", destructive=True, idempotent=True), remove_file),
     ToolSpec(
         "patch_file", "Patch a file",
@@ -320,17 +323,20 @@ TOOLS = [
         "each hunk's line and offset. A missing file is "
         "created (patch against empty content, e.g. '--- /dev/null' and '@@ -0,0 +1,3 @@'). If the diff covers "
         "several files, only the part whose ---/+++ name is `path` is used. On failure the file is unchanged and "
-        "the error names the hunk and line. Optional expected_sha256 as for write_file.",
+        "the error names the hunk and line. Optional expected_sha256 as for write_file. Protected paths as for "
+        "write_file.",
         PatchFileArgs, PatchFileResult, writes("Patch a file", destructive=True, idempotent=False), patch_file),
     ToolSpec(
         "create_folder", "Create a folder",
         "Create a directory in a root, with any missing parents (like mkdir -p). Succeeds with created=false if it "
-        "already exists; fails if a file is in the way.",
+        "already exists; fails if a file is in the way. Never creates .git, anything inside a .git directory, or "
+        "the objects/refs folder that would make a folder look like a bare git repository.",
         PathArgs, CreatedResult, writes("Create a folder", destructive=False, idempotent=True), create_folder),
     ToolSpec(
         "remove_folder", "Remove a folder",
         "Delete a directory and everything in it (like rm -rf) in a root. Symlinks inside are removed as links; "
-        "their targets are never touched. Refuses the root itself, a file (use remove_file), and folders that "
-        "hold protected paths (e.g. a .git directory's config or hooks).",
+        "their targets are never touched. Refuses the root itself, a file (use remove_file), a .git directory or "
+        "anything inside one, and folders that hold other protected paths (e.g. .claude/settings.json); a folder "
+        "that holds a git repository may be removed whole.",
         PathArgs, RemoveFolderResult, writes("Remove a folder", destructive=True, idempotent=True), remove_folder),
 ]

@@ -1,0 +1,148 @@
+"""The server's own files, and the roots that must not hold them (checked at start-up, before anything listens).
+
+An agent that can write the Python environment running this server — its virtual
+environment, the interpreter, the `rootbound` package, a directory on its import path —
+can change the server's own code: a line appended to `.venv/bin/activate`, a `.pth` file
+in `site-packages`, an edited `src/rootbound/...` all run the next time someone starts
+it, as the operator and outside every sandbox. So no *writable* root (one whose file
+tools include a writing tool; commands may write those too) and no write area of
+commands may contain them, unless the operator sets `allow_self_modification: true`.
+Serving `/` is the operator's explicit choice of everything and is only warned about.
+
+Roots that are `/` or a home directory, or hold one, are served with a loud warning:
+shell start-up files, `~/.ssh`, `~/.gitconfig` and every project of that user are in reach.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rootbound.roots import FILE_TOOLS
+from rootbound.sandbox.layout import WRITING_TOOLS, is_under
+
+if TYPE_CHECKING:
+    from rootbound.config import Config
+
+__all__ = ["OwnCode", "holds_own_code", "own_code", "refusals", "warnings"]
+
+ALTERNATIVES = ("install rootbound outside the directories you serve (`pipx install /path/to/rootbound`, or a "
+                "virtual environment outside the project: `python3 -m venv ~/.venvs/rootbound && "
+                "~/.venvs/rootbound/bin/pip install /path/to/rootbound`), or make the root read-only (allowed_tools "
+                "without writing tools), or set `allow_self_modification: true` in the configuration if the agent "
+                "is really meant to change the server's own code")
+
+
+@dataclass(frozen=True)
+class OwnCode:
+    what: str  # for the operator: "the Python environment running rootbound (sys.prefix)"
+    path: str  # real host path
+    within: bool  # a root *inside* it is refused too (code directories; not whole prefixes such as /usr)
+
+
+def own_code() -> list[OwnCode]:
+    """Where this server's code comes from."""
+    import rootbound
+
+    found = [
+        OwnCode("the Python environment running rootbound (sys.prefix)", os.path.realpath(sys.prefix),
+                sys.prefix != sys.base_prefix),
+        OwnCode("the Python installation (sys.base_prefix)", os.path.realpath(sys.base_prefix), False),
+        OwnCode("the Python interpreter", os.path.realpath(sys.executable), False),
+        OwnCode("the rootbound package", os.path.dirname(os.path.realpath(rootbound.__file__)), True),
+    ]
+    prefixes = (found[0].path, found[1].path)
+    for entry in sys.path:
+        if entry and os.path.isdir(entry):
+            real = os.path.realpath(entry)
+            # A root inside site-packages or the standard library holds imported code; one inside a
+            # PYTHONPATH directory such as a home directory does not, unless it contains the entry itself.
+            found.append(OwnCode("a directory on rootbound's import path (sys.path)", real,
+                                 any(is_under(real, p) for p in prefixes)))
+    cwd = getattr(rootbound, "_cwd_on_import_path", None)  # set by __main__ for `python -m rootbound`
+    if cwd is not None:
+        found.append(OwnCode("the current directory, which `python -m` puts first on the import path (start the "
+                             "server as `rootbound` or `python -P -m rootbound` instead)", cwd, False))
+    return found
+
+
+def holds_own_code(path: str) -> OwnCode | None:
+    """The first piece of this server's code that the directory `path` (a real path) contains or lies in."""
+    if path == "/":
+        return None  # serving everything is explicit, and warned about
+    for own in own_code():
+        if is_under(own.path, path) or (own.within and is_under(path, own.path)):
+            return own
+    return None
+
+
+def _writable_places(config: Config) -> list[tuple[str, str]]:
+    """(description, real path) of every directory the agent may write: writable roots, commands' write areas."""
+    places = []
+    for root in config.roots:
+        tools = set(FILE_TOOLS) if "*" in root.allowed_tools else set(root.allowed_tools)
+        if tools & WRITING_TOOLS:
+            places.append((f"root {root.name!r}", os.path.realpath(root.path)))
+    c = config.commands
+    if c.allowed and c.sandbox != "off":
+        # allowed_cwd_roots are work areas commands may write (SPEC v2).
+        places += [(f"commands.write_paths entry {p!r}", os.path.realpath(p)) for p in c.write_paths]
+        places += [(f"commands.allowed_cwd_roots entry {p!r}", os.path.realpath(p)) for p in c.allowed_cwd_roots]
+    return places
+
+
+def refusals(config: Config) -> list[str]:
+    """Why this configuration must not be served (empty: it may)."""
+    if config.allow_self_modification:
+        return []
+    out = []
+    for where, path in _writable_places(config):
+        own = holds_own_code(path)
+        if own is not None:
+            relation = "contains" if is_under(own.path, path) else "lies inside"
+            out.append(f"{where} ({path}) is writable by the agent and {relation} {own.what} at {own.path}: the "
+                       "agent could change the server's own code, which runs the next time the server starts, "
+                       f"outside every sandbox. To fix: {ALTERNATIVES}")
+    return out
+
+
+def _homes() -> dict[str, list[str]]:
+    """Home directory (real path) -> the users who have it, from the password database and $HOME."""
+    homes: dict[str, list[str]] = {}
+    entries = [(u.pw_name, u.pw_dir) for u in pwd.getpwall()]
+    if os.environ.get("HOME"):
+        entries.append(("$HOME", os.environ["HOME"]))
+    for user, home in entries:
+        if home and os.path.isdir(home):
+            real = os.path.realpath(home)
+            if real != "/":
+                homes.setdefault(real, []).append(user)
+    return homes
+
+
+def describe_reach(path: str) -> str | None:
+    """Why serving `path` deserves a warning: it is `/`, a home directory, or holds some; None otherwise."""
+    if path == "/":
+        return ("is / (the whole filesystem: every user's files, the system, and this server's own installation "
+                "are within the agent's reach)")
+    homes = _homes()
+    if path in homes:
+        return f"is the home directory of {', '.join(homes[path])} (shell start-up files, ~/.ssh, ~/.gitconfig)"
+    inside = sorted({u for home, users in homes.items() if is_under(home, path) for u in users})
+    if inside:
+        shown = ", ".join(inside[:5]) + (f" and {len(inside) - 5} more" if len(inside) > 5 else "")
+        return f"holds the home directories of {shown} (shell start-up files, ~/.ssh, ~/.gitconfig)"
+    return None
+
+
+def warnings(config: Config) -> list[str]:
+    """Loud warnings about roots that reach too far (they are still served)."""
+    out = []
+    for root in config.roots:
+        reach = describe_reach(os.path.realpath(root.path))
+        if reach is not None:
+            out.append(f"root {root.name!r} {reach}; serve a project directory instead where you can")
+    return out
