@@ -127,6 +127,9 @@ class Config(_Strict):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 8091
     max_full_read_size: Annotated[int, Field(ge=1)] = 1024 * 1024
+    file_timeout: Annotated[float, Field(gt=0, le=86400, description=(
+        "Seconds a file tool call may take, waiting for a worker included; past it the call stops with an "
+        "error (grep and glob keep their own timeout_seconds)."))] = 120.0
     auth_token: str | None = Field(default=None, description="Bearer token required on /mcp; env ROOTBOUND_AUTH_TOKEN.")
     allowed_hosts: list[str] = Field(default_factory=list, description="Extra Host headers accepted over HTTP "
                                      '(e.g. "mcp.example.com:*"); localhost is always accepted.')

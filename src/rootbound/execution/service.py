@@ -26,7 +26,7 @@ from rootbound.execution.policy import CommandPolicy, policy_for
 from rootbound.execution.progress import ProgressFeed, Send
 from rootbound.execution.runner import RunResult, SpawnError, run
 from rootbound.execution.script import analyze
-from rootbound.execution.spill import SpillFile, find_spill_root, new_command_id
+from rootbound.execution.spill import SpillArea, SpillFile, new_command_id
 from rootbound.execution.words import CommandSyntaxError, OperatorError, split_command
 from rootbound.execution.workdir import WorkDir, open_workdir
 from rootbound.roots import Root
@@ -113,15 +113,13 @@ def _check_script(policy: CommandPolicy, config: Config, script: str, cwd: str) 
                          f"{' '.join(w if w is not None else '…' for w in cmd.words)}. Nothing was run")
 
 
-def _spill_opener(roots: Mapping[str, Root], command_id: str, limit: int
-                  ) -> Callable[[str], SpillFile | None] | None:
-    spill_root = find_spill_root(roots)
-    if spill_root is None or limit <= 0:
+def _spill_opener(area: SpillArea | None, command_id: str, limit: int) -> Callable[[str], SpillFile | None] | None:
+    if area is None or limit <= 0:
         return None
 
     def open_spill(stream: str) -> SpillFile | None:
         try:
-            return SpillFile(spill_root, command_id, stream, limit)
+            return SpillFile(area.writable_root(), command_id, stream, limit)
         except OSError:
             return None
 
@@ -129,7 +127,8 @@ def _spill_opener(roots: Mapping[str, Root], command_id: str, limit: int
 
 
 async def execute(request: CommandRequest, *, config: Config, roots: Mapping[str, Root], project_dir: str,
-                  progress: Send | None = None, launcher: Launcher = UNCONFINED) -> Outcome:
+                  progress: Send | None = None, launcher: Launcher = UNCONFINED,
+                  spill: SpillArea | None = None) -> Outcome:
     """Check and run one command; raise `ToolError`/`Denied` (nothing run) or return what happened."""
     policy = policy_for(config.commands)
     command_id = new_command_id()
@@ -167,7 +166,7 @@ async def execute(request: CommandRequest, *, config: Config, roots: Mapping[str
                 try:
                     result = await run(launch, timeout=timeout, max_output=config.commands.max_output_size,
                                        command_id=command_id,
-                                       open_spill=_spill_opener(roots, command_id, config.commands.max_spill_size),
+                                       open_spill=_spill_opener(spill, command_id, config.commands.max_spill_size),
                                        progress=ProgressFeed(progress) if progress is not None else None)
                 finally:
                     if launch.cleanup is not None:

@@ -113,7 +113,7 @@ async def execute_command(ctx: CallContext, args: ExecuteCommandArgs) -> ToolOut
 
 async def _run(ctx: CallContext, request: CommandRequest) -> Outcome:
     return await execute(request, config=ctx.config, roots=ctx.roots, project_dir=ctx.project_dir,
-                         progress=ctx.report_progress, launcher=launcher_for(ctx.config))
+                         progress=ctx.report_progress, launcher=launcher_for(ctx.config), spill=ctx.caller.spill)
 
 
 # -- shell ----------------------------------------------------------------------------------------
