@@ -24,7 +24,11 @@ import anyio.from_thread
 
 from rootbound.errors import ToolError
 
-__all__ = ["CallBound", "Stopped", "bounded", "checkpoint", "current"]
+__all__ = ["CANCEL_POLL", "CallBound", "Stopped", "bounded", "checkpoint", "current"]
+
+CANCEL_POLL = 0.01  # seconds between two looks at the client's cancellation
+_BUSY = "waiting for a free worker: the server is busy with other long file operations; try again shortly"
+_FIX = "it stopped and changed nothing. Try a smaller file or folder, or ask the operator to raise file_timeout"
 
 
 class Stopped(ToolError):
@@ -54,6 +58,8 @@ class CallBound:
         self.where = where
         self.seconds = seconds
         self.deadline = None if seconds is None else time.monotonic() + seconds
+        self._next_poll = 0.0
+        self._cancelled = False
 
     def remaining(self) -> float:
         return float("inf") if self.deadline is None else max(0.0, self.deadline - time.monotonic())
@@ -62,19 +68,23 @@ class CallBound:
         return self.deadline is not None and time.monotonic() >= self.deadline
 
     def cancelled(self) -> bool:
-        return _host_cancelled()
+        """Whether the client cancelled the call. Asking the event loop costs microseconds, so it is asked
+        at most every CANCEL_POLL seconds: cheap enough to call for every entry of a walk."""
+        now = time.monotonic()
+        if not self._cancelled and now >= self._next_poll:
+            self._next_poll = now + CANCEL_POLL
+            self._cancelled = _host_cancelled()
+        return self._cancelled
 
     def _on(self) -> str:
         return f" on {self.where}" if self.where else ""
 
     def timeout_error(self) -> Stopped:
-        return Stopped(f"{self.tool} timed out after {self.seconds:g} s{self._on()} and stopped; nothing was changed. "
-                       "Work on a smaller file or folder (or part of it), or ask the operator to raise "
-                       f"file_timeout (now {self.seconds:g} s)", outcome="timeout")
+        return Stopped(f"{self.tool} timed out after {self.seconds:g} s{self._on()}; {_FIX} (now {self.seconds:g} s)",
+                       outcome="timeout")
 
     def busy_error(self) -> Stopped:
-        return Stopped(f"{self.tool} timed out after {self.seconds:g} s{self._on()} waiting for a free worker: the "
-                       "server is busy with other long file operations; try again shortly", outcome="timeout")
+        return Stopped(f"{self.tool} timed out after {self.seconds:g} s{self._on()} {_BUSY}", outcome="timeout")
 
     def check(self) -> None:
         """Raise if the call must stop now."""

@@ -211,6 +211,7 @@ def sha256_fd(fd: int) -> str:
     digest = hashlib.sha256()
     offset = 0
     while chunk := os.pread(fd, _CHUNK, offset):
+        checkpoint()
         digest.update(chunk)
         offset += len(chunk)
     return digest.hexdigest()
@@ -537,11 +538,15 @@ def walk_entries(dirfd: int, name: str) -> Iterator[tuple[str, str | None]]:
     """
     top = os.open(name, _DIR | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dirfd)
     stack: list[tuple[int, str, Iterator[os.DirEntry[str]]]] = []
+    seen = 0
     try:
         stack.append((top, "", iter(_listing(top))))
         while stack:
             fd, prefix, entries = stack[-1]
             for de in entries:
+                seen += 1
+                if seen & 63 == 0:
+                    checkpoint()  # a walk of a huge tree stops at the call's time bound
                 rel = prefix + de.name
                 if de.is_dir(follow_symlinks=False):
                     yield rel, None
@@ -611,6 +616,7 @@ def copy_tree(src: int, dst: int, stats: CopyStats, *, check: Callable[[str], No
     with os.scandir(src) as it:
         entries = sorted(it, key=lambda e: e.name)
     for entry in entries:
+        checkpoint()
         child = f"{rel}/{entry.name}" if rel else entry.name
         try:
             st = entry.stat(follow_symlinks=False)

@@ -383,7 +383,8 @@ TOOLS = [
         "existing destination file is replaced atomically; an existing destination folder is not merged (error). "
         "Missing parent folders are created. Inside a copied folder, symlinks are copied as links only when they "
         "stay inside the destination root; others (and FIFOs, sockets, devices) are skipped and listed.",
-        TransferArgs, CopyResult, writes("Copy a file or folder", destructive=True, idempotent=True), copy),
+        TransferArgs, CopyResult, writes("Copy a file or folder", destructive=True, idempotent=True), copy,
+        work="heavy"),
     ToolSpec(
         "move", "Move or rename",
         "Move or rename a file or folder, within a root or to another root; move must be allowed on both roots. "
@@ -392,5 +393,6 @@ TOOLS = [
         "filesystems it copies and then removes the source, and refuses beforehand if anything could not be "
         "copied. A symlink is moved as a link; a move that would make a relative link lead outside its root is "
         "refused. The root itself cannot be moved.",
-        TransferArgs, MoveResult, writes("Move or rename", destructive=True, idempotent=False), move),
+        TransferArgs, MoveResult, writes("Move or rename", destructive=True, idempotent=False), move,
+        work="heavy"),
 ]

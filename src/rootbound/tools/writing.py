@@ -329,5 +329,6 @@ TOOLS = [
         "Delete a directory and everything in it (like rm -rf) in a root. Symlinks inside are removed as links; "
         "their targets are never touched. Refuses the root itself, a file (use remove_file), and folders that "
         "hold protected paths (e.g. a .git directory's config or hooks).",
-        PathArgs, RemoveFolderResult, writes("Remove a folder", destructive=True, idempotent=True), remove_folder),
+        PathArgs, RemoveFolderResult, writes("Remove a folder", destructive=True, idempotent=True), remove_folder,
+        work="heavy"),
 ]
