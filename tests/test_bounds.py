@@ -5,8 +5,10 @@ returns pages (issue 11, item 9)."""
 from __future__ import annotations
 
 import os
+import resource
 import tempfile
 import time
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 
@@ -14,7 +16,7 @@ import anyio
 import pytest
 
 from rootbound import fsops
-from tests.conftest import Harness, MakeServer, text_of
+from tests.conftest import CommandServers, Harness, MakeServer, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -221,3 +223,68 @@ async def test_waiting_for_a_worker_counts_against_file_timeout(make_server: Mak
         assert time.perf_counter() - start < 5
         tg.cancel_scope.cancel()  # grep honours cancellation too: its workers are free again at once
     assert (await h.ok("hash_file", root="workspace", path="small.txt"))["size"] == 6
+
+
+# -- queued commands ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def nofile_1024() -> Iterator[None]:
+    """This process's RLIMIT_NOFILE lowered to 1024 (a common default), restored afterwards."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(1024, hard), hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+async def test_queued_commands_hold_no_descriptors(servers: CommandServers, tmp_path: Path,
+                                                   nofile_1024: None) -> None:
+    h = await servers({"allowed": ["sleep"], "max_concurrent": 1})
+    (tmp_path / "workspace" / "a.txt").write_text("still readable\n")
+    finished: list[str] = []
+
+    async def command() -> None:
+        result = await h.call("execute_command", command="sleep 120", root="workspace")
+        finished.append(text_of(result))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(command)  # holds the only slot
+        await anyio.sleep(1)
+        for _ in range(1100):
+            tg.start_soon(command)
+        await anyio.sleep(5)  # all of them checked and waiting in the queue by now
+        open_fds = len(os.listdir("/proc/self/fd"))
+        got = await h.ok("read_file", root="workspace", path="a.txt")
+        assert got["content"] == "still readable\n"
+        assert finished == []  # nothing failed meanwhile (on the old code: EMFILE for everyone)
+        tg.cancel_scope.cancel()
+    print(f"open descriptors with 1 command running and 1,100 queued: {open_fds}")
+    assert open_fds < 200
+
+
+async def test_a_working_directory_swapped_while_queued_is_refused(servers: CommandServers, tmp_path: Path) -> None:
+    ws = tmp_path / "workspace"
+    (ws / "build").mkdir(parents=True)
+    h = await servers({"allowed": ["sleep", "touch"], "max_concurrent": 1, "sandbox": "off"})
+    sleeper = anyio.CancelScope()
+    outcome: list[str] = []
+
+    async def hold_the_slot() -> None:
+        with sleeper:
+            await h.call("execute_command", command="sleep 120", root="workspace")
+
+    async def queued() -> None:
+        outcome.append(await h.err("execute_command", command="touch MARKER", root="workspace", cwd="build"))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hold_the_slot)
+        await anyio.sleep(0.5)
+        tg.start_soon(queued)
+        await anyio.sleep(0.5)  # checked, and waiting for its turn
+        (ws / "build").rename(ws / "elsewhere")  # then replaced by another directory of the same name
+        (ws / "build").mkdir()
+        sleeper.cancel()  # its turn comes
+    assert "build was replaced or moved while the command waited for its turn; nothing was run" in outcome[0]
+    assert not (ws / "build" / "MARKER").exists() and not (ws / "elsewhere" / "MARKER").exists()
