@@ -79,6 +79,9 @@ class CommandsConfig(_Strict):
                                   "never passed to commands; ROOTBOUND_AUTH_TOKEN always is one.")
     allowed_loader_vars: list[str] = Field(default_factory=list, description="Loader variables (LD_*, DYLD_*) the "
                                            "agent may set through env/environment; all others are refused.")
+    allowed_exec_vars: list[str] = Field(default_factory=list, description="Variables (names or globs) that make "
+                                         "a program run another or load code (GIT_SSH_COMMAND, PAGER, NODE_OPTIONS, "
+                                         "PYTHONPATH, ...) the agent may set while the allowlist is restricted.")
     sandbox: Literal["auto", "landlock", "bwrap", "off"] = Field(
         default="auto", description="OS confinement of commands: auto (bubblewrap if it works, else Landlock), "
         "landlock, bwrap, or off (no confinement: the allowlist is the only fence).")

@@ -96,7 +96,7 @@ def _check_script(policy: CommandPolicy, config: Config, script: str, cwd: str) 
         return
 
     def refuse_var(name: str) -> str | None:
-        return check_assignment(name, config.commands, True)
+        return check_assignment(name, config.commands, policy.restricted)  # as for the environment parameter
 
     report = analyze(script, strict=policy.restricted, refuse_var=refuse_var)
     for cmd in report.commands:
