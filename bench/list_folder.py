@@ -40,10 +40,11 @@ async def main(entries: int, runs: int) -> None:
             with open(big / f"file_{i:05d}.txt", "wb") as f:
                 f.write(b"x" * (i % 100))
         async with served(Path(tmp)) as (app, client):
-            args: dict[str, Any] = {"root": "bench", "path": "big"}
-            typed = reading.PathArgs(**args)
+            args: dict[str, Any] = {"root": "bench", "path": "big", "limit": min(entries, reading.MAX_LIST_LIMIT)}
+            typed = reading.ListFolderArgs(**args)
             ctx = app.context()
-            assert checked(await client.call_tool("list_folder", args))["count"] == entries
+            assert checked(await client.call_tool("list_folder", args))["count"] == min(entries,
+                                                                                        reading.MAX_LIST_LIMIT)
 
             async def dispatch() -> None:
                 checked(await app.call("list_folder", args))

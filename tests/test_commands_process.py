@@ -125,6 +125,24 @@ async def test_fifty_megabytes_of_output_is_cut_and_spilled(servers: CommandServ
     assert "tool write_file not allowed" in await h.err("write_file", root="command-output", path="x", content="")
 
 
+async def test_a_connections_spill_files_are_removed_when_it_ends(servers: CommandServers) -> None:
+    h = await servers({"allowed": ["seq"], "max_output_size": 1024})
+    assert h.app.spill is not None
+    store = Path(h.app.spill.path)
+    async with Client(h.app.server, mode="legacy") as client:  # a handshake-era connection of its own
+        got = await client.call_tool("execute_command", {"command": "seq 1 5000"})
+        assert got.structured_content is not None
+        [spill] = got.structured_content["output_files"]
+        [area] = store.glob("client-*")
+        assert (area / spill["path"]).stat().st_size == got.structured_content["stdout_bytes"]
+        # The client's command-output root is that area, and nothing else.
+        listed = await client.call_tool("list_folder", {"root": "command-output", "path": "."})
+        assert [e["name"] for e in (listed.structured_content or {})["entries"]] == [spill["path"]]
+    assert not area.exists()
+    # Before its first spill a client sees an empty command-output root.
+    assert (await h.ok("list_folder", root="command-output", path="."))["entries"] == []
+
+
 async def test_binary_output_never_crashes(servers: CommandServers) -> None:
     h = await servers({"allowed": ["head"], "max_output_size": 4096})
     got = await h.ok("execute_command", command="head -c 100000 /dev/urandom")

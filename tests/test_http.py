@@ -319,3 +319,47 @@ def _running(needle: str) -> bool:
         if needle.encode() in args and state not in (b"Z", b"X"):
             return True
     return False
+
+
+# -- command output belongs to the connection that produced it ---------------------------------------------------
+
+async def _spill_secret(client: Client, secret: str) -> dict[str, Any]:
+    """Run a command whose output is cut, so its whole output (with `secret`) lands in a spill file."""
+    got = await client.call_tool("shell", {"command": f"echo {secret}; seq 1 3000", "root": "workspace"})
+    assert not got.is_error and got.structured_content, got
+    [spill] = got.structured_content["output_files"]
+    return dict(spill)
+
+
+async def _can_see(client: Client, spill: dict[str, Any], secret: str) -> bool:
+    """Whether `client` can reach the spill: by listing its root, or by naming the file outright."""
+    listed = await client.call_tool("list_folder", {"root": spill["root"], "path": "."})
+    names = [e["name"] for e in (listed.structured_content or {}).get("entries", [])]
+    read = await client.call_tool("read_file", {"root": spill["root"], "path": spill["path"],
+                                                "offset_bytes": 0, "limit_bytes": 200})
+    grep = await client.call_tool("grep", {"root": spill["root"], "pattern": secret})
+    found = (grep.structured_content or {}).get("matches", [])
+    if read.is_error:
+        assert "file not found" in "".join(c.text for c in read.content if c.type == "text")
+    return spill["path"] in names or not read.is_error or bool(found)
+
+
+async def test_spilled_output_is_visible_only_to_the_session_that_made_it(tmp_path: Path) -> None:
+    commands = {"allowed": ["echo", "seq"], "max_output_size": 1024}
+    with http_server(tmp_path, commands=commands) as base:
+        async with mcp_client(base, mode="legacy") as a, mcp_client(base, mode="legacy") as b, \
+                mcp_client(base) as sessionless:
+            spill_a = await _spill_secret(a, "db_password=hunter2")
+            assert await _can_see(a, spill_a, "hunter2")
+            assert not await _can_see(b, spill_a, "hunter2")
+            assert not await _can_see(sessionless, spill_a, "hunter2")
+            # Sessionless requests have no session: they share the spills of their principal (here, with no
+            # auth token, the one anonymous principal) and see no session's.
+            spill_s = await _spill_secret(sessionless, "api_key=swordfish")
+            assert await _can_see(sessionless, spill_s, "swordfish")
+            assert not await _can_see(a, spill_s, "swordfish")
+            assert not await _can_see(b, spill_s, "swordfish")
+            spill_b = await _spill_secret(b, "b_secret=tuna")
+            assert not await _can_see(a, spill_b, "tuna")
+            assert await _can_see(b, spill_b, "tuna")
+            assert await _can_see(a, spill_a, "hunter2")

@@ -99,7 +99,7 @@ async def test_list_folder_empty_directory(server: Harness, workspace: Path) -> 
     """E2E-005."""
     (workspace / "empty").mkdir()
     got = await server.ok("list_folder", root="workspace", path="empty")
-    assert got == {"path": "empty", "entries": [], "count": 0}
+    assert got == {"path": "empty", "entries": [], "count": 0, "total": 0, "truncated": False}
 
 
 async def test_list_folder_on_a_file_is_an_error(server: Harness, workspace: Path) -> None:
@@ -134,14 +134,17 @@ async def test_list_folder_symlink_target_types(server: Harness, workspace: Path
 
 
 async def test_list_folder_large_directory(server: Harness, workspace: Path) -> None:
-    """E2E-077: all 1500 entries come back (speed is measured in bench/list_folder.py)."""
+    """E2E-077: all 1500 entries come back, in pages of 1,000 by default (SPEC v2; speed is measured in
+    bench/list_folder.py)."""
     big = workspace / "big"
     big.mkdir()
     for i in range(1500):
         (big / f"f{i:04d}.txt").touch()
     got = await server.ok("list_folder", root="workspace", path="big")
-    assert got["count"] == 1500
-    assert [e["name"] for e in got["entries"]] == [f"f{i:04d}.txt" for i in range(1500)]
+    assert (got["count"], got["total"], got["truncated"]) == (1000, 1500, True)
+    rest = await server.ok("list_folder", root="workspace", path="big", offset=got["count"])
+    assert (rest["count"], rest["total"], rest["truncated"]) == (500, 1500, False)
+    assert [e["name"] for e in got["entries"] + rest["entries"]] == [f"f{i:04d}.txt" for i in range(1500)]
 
 
 async def test_list_folder_shows_special_files_and_odd_names(server: Harness, workspace: Path) -> None:

@@ -173,11 +173,13 @@ async def test_the_servers_environment_is_out_of_reach(servers: CommandServers, 
 @pytest.mark.parametrize("sandbox", SANDBOXES)
 async def test_git_configuration_from_the_environment_is_confined(servers: CommandServers, tmp_path: Path,
                                                                   outside: Path, sandbox: str) -> None:
-    """GIT_CONFIG_COUNT/KEY/VALUE is `git -c` through `env`: the allowlist cannot stop it, the sandbox holds."""
+    """GIT_CONFIG_COUNT/KEY/VALUE is `git -c` through `env`: refused unless the operator allows it
+    (tests/test_command_env.py); when allowed, the sandbox holds."""
     ws = tmp_path / "workspace"
     ws.mkdir()
     subprocess.run(["git", "init", "-q", str(ws)], check=True)
-    h = await servers({"allowed": ["git"], "sandbox": sandbox, "read_paths": [str(outside)]})
+    h = await servers({"allowed": ["git"], "sandbox": sandbox, "read_paths": [str(outside)],
+                       "allowed_exec_vars": ["GIT_CONFIG_*"]})
     env = {"GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "core.fsmonitor",
            "GIT_CONFIG_VALUE_0": f"touch {outside}/marker; false", "GIT_CONFIG_KEY_1": "alias.x",
            "GIT_CONFIG_VALUE_1": f"!touch {outside}/marker2 {ws}/inside-marker"}

@@ -28,7 +28,6 @@ from urllib.parse import unquote, urlsplit
 
 from rootbound import installation
 from rootbound.beneath import open_beneath
-from rootbound.execution.spill import find_spill_root
 from rootbound.logs import log
 from rootbound.roots import Root, RootSet
 
@@ -129,10 +128,13 @@ def _open_replace(name: str, real: str, state: ClientRootsState, allow_self_modi
 
 
 def build_client_roots(policy: Policy, operator: RootSet, roots: Iterable[tuple[str, str | None]],
-                       state: ClientRootsState, *, allow_self_modification: bool = False) -> None:
-    """Turn the client's `(uri, name)` pairs into this connection's roots and project directory."""
+                       state: ClientRootsState, reserved: set[str] | None = None, *,
+                       allow_self_modification: bool = False) -> None:
+    """Turn the client's `(uri, name)` pairs into this connection's roots and project directory.
+
+    `reserved`: names a client root may not take (the server adds its `command-output` root itself)."""
     accepted: list[Root] = []
-    taken: set[str] = set()
+    taken: set[str] = set(reserved or ())
     for uri, given in roots:
         path = uri_to_path(uri)
         if path is None:
@@ -150,10 +152,7 @@ def build_client_roots(policy: Policy, operator: RootSet, roots: Iterable[tuple[
             root = _open_replace(name, real, state, allow_self_modification)
         if root is not None:
             accepted.append(root)
-    spill = find_spill_root(operator)
-    if accepted and spill is not None:
-        accepted.append(spill)  # the server's own command-output root stays reachable
     state.roots = RootSet(accepted) if accepted else None
     state.project_dir = accepted[0].real_path if accepted else None
     state.answered = True
-    log.info("client roots", extra={"roots": [r.name for r in accepted if r is not spill], "policy": policy})
+    log.info("client roots", extra={"roots": [r.name for r in accepted], "policy": policy})

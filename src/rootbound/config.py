@@ -80,6 +80,9 @@ class CommandsConfig(_Strict):
                                   "never passed to commands; ROOTBOUND_AUTH_TOKEN always is one.")
     allowed_loader_vars: list[str] = Field(default_factory=list, description="Loader variables (LD_*, DYLD_*) the "
                                            "agent may set through env/environment; all others are refused.")
+    allowed_exec_vars: list[str] = Field(default_factory=list, description="Variables (names or globs) that make "
+                                         "a program run another or load code (GIT_SSH_COMMAND, PAGER, NODE_OPTIONS, "
+                                         "PYTHONPATH, ...) the agent may set while the allowlist is restricted.")
     sandbox: Literal["auto", "landlock", "bwrap", "off"] = Field(
         default="auto", description="OS confinement of commands: auto (bubblewrap if it works, else Landlock), "
         "landlock, bwrap, or off (no confinement: the allowlist is the only fence).")
@@ -142,6 +145,9 @@ class Config(_Strict):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 8091
     max_full_read_size: Annotated[int, Field(ge=1)] = 1024 * 1024
+    file_timeout: Annotated[float, Field(gt=0, le=86400, description=(
+        "Seconds a file tool call may take, waiting for a worker included; past it the call stops with an "
+        "error (grep and glob keep their own timeout_seconds)."))] = 120.0
     auth_token: str | None = Field(default=None, description="Bearer token required on /mcp; env ROOTBOUND_AUTH_TOKEN.")
     allowed_hosts: list[str] = Field(default_factory=list, description="Extra Host headers accepted over HTTP "
                                      '(e.g. "mcp.example.com"); each matches with and without a port ("name:443": '

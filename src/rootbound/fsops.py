@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from rootbound.beneath import EscapeError, open_beneath
+from rootbound.bounds import checkpoint
 from rootbound.errors import ToolError
 
 __all__ = [
@@ -130,33 +131,87 @@ def write_all(fd: int, data: bytes | memoryview) -> int:
     return total
 
 
+def _pwrite_all(fd: int, data: bytes, at: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, at)
+        view, at = view[written:], at + written
+
+
+def _data_extents(fd: int, start: int, end: int | None) -> Iterator[tuple[int, int]]:
+    """The (start, end) ranges of `fd` from `start` that hold data, skipping holes (SEEK_DATA/SEEK_HOLE).
+
+    Up to `end`, or the file's end when None. A filesystem that cannot tell holes reports the whole
+    file as data (the kernel's own fallback), so this is always safe to use.
+    """
+    pos = start
+    while end is None or pos < end:
+        try:
+            data = os.lseek(fd, pos, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # only a hole is left
+                return
+            if exc.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
+                raise
+            yield pos, end if end is not None else -1  # no hole support: read to the end
+            return
+        if end is not None and data >= end:
+            return
+        hole = os.lseek(fd, data, os.SEEK_HOLE)
+        yield data, hole if end is None else min(hole, end)
+        pos = hole
+
+
 def copy_fd(src: int, dst: int, offset: int = 0, count: int | None = None) -> int:
-    """Copy from `src` (starting at `offset`, `count` bytes or to its end) to `dst`'s position."""
-    copied = 0
+    """Copy from `src` (starting at `offset`, `count` bytes or to its end) to `dst`'s position.
+
+    Holes stay holes: only the data extents are copied (copy_file_range alone writes zeros for
+    holes on filesystems without reflinks, so a sparse 1 GiB file cost 1 GiB), and the destination
+    is extended over a trailing hole. Checks the call's bound between chunks.
+    """
+    base = os.lseek(dst, 0, os.SEEK_CUR)
+    end = None if count is None else offset + count
     use_range = True
-    while count is None or copied < count:
-        want = _CHUNK * 16 if count is None else min(_CHUNK * 16, count - copied)
-        if use_range:
-            try:
-                n = os.copy_file_range(src, dst, want, offset + copied)
-            except OSError as exc:
-                if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF):
-                    raise
-                use_range = False  # across filesystems on older kernels, or O_APPEND: plain reads
-                continue
-        else:
-            chunk = os.pread(src, min(want, _CHUNK), offset + copied)
-            n = write_all(dst, chunk) if chunk else 0
-        if n == 0:
+    copied_to = offset  # how far into the source the copy has got
+    for lo, hi in _data_extents(src, offset, end):
+        pos = lo
+        while hi < 0 or pos < hi:
+            checkpoint()
+            want = _CHUNK * 16 if hi < 0 else min(_CHUNK * 16, hi - pos)
+            n = 0
+            if use_range:
+                try:
+                    n = os.copy_file_range(src, dst, want, pos, base + pos - offset)
+                except OSError as exc:
+                    if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF):
+                        raise
+                    use_range = False  # across filesystems on older kernels, or O_APPEND: plain reads
+                    continue
+            else:
+                chunk = os.pread(src, min(want, _CHUNK), pos)
+                _pwrite_all(dst, chunk, base + pos - offset)
+                n = len(chunk)
+            if n == 0:
+                break  # the source ended early (it shrank while we copied)
+            pos += n
+        copied_to = max(copied_to, pos)
+        if hi < 0 or pos < hi:
             break
-        copied += n
-    return copied
+    # A trailing hole: the source's size (or `count`) decides the length, not its last data byte.
+    last = os.fstat(src).st_size if end is None else min(end, os.fstat(src).st_size)
+    copied_to = max(copied_to, last)
+    length = copied_to - offset
+    if base + length > os.fstat(dst).st_size:
+        os.ftruncate(dst, base + length)
+    os.lseek(dst, base + length, os.SEEK_SET)
+    return length
 
 
 def sha256_fd(fd: int) -> str:
     digest = hashlib.sha256()
     offset = 0
     while chunk := os.pread(fd, _CHUNK, offset):
+        checkpoint()
         digest.update(chunk)
         offset += len(chunk)
     return digest.hexdigest()
@@ -483,11 +538,15 @@ def walk_entries(dirfd: int, name: str) -> Iterator[tuple[str, str | None]]:
     """
     top = os.open(name, _DIR | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dirfd)
     stack: list[tuple[int, str, Iterator[os.DirEntry[str]]]] = []
+    seen = 0
     try:
         stack.append((top, "", iter(_listing(top))))
         while stack:
             fd, prefix, entries = stack[-1]
             for de in entries:
+                seen += 1
+                if seen & 63 == 0:
+                    checkpoint()  # a walk of a huge tree stops at the call's time bound
                 rel = prefix + de.name
                 if de.is_dir(follow_symlinks=False):
                     yield rel, None
@@ -557,6 +616,7 @@ def copy_tree(src: int, dst: int, stats: CopyStats, *, check: Callable[[str], No
     with os.scandir(src) as it:
         entries = sorted(it, key=lambda e: e.name)
     for entry in entries:
+        checkpoint()
         child = f"{rel}/{entry.name}" if rel else entry.name
         try:
             st = entry.stat(follow_symlinks=False)

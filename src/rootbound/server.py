@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 import uvicorn
 from mcp.server import Server, ServerRequestContext
+from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.context import CallNext, HandlerResult
@@ -46,7 +47,7 @@ from rootbound import __version__
 from rootbound.client_roots import ClientRootsState, build_client_roots
 from rootbound.config import Config
 from rootbound.execution import groups
-from rootbound.execution.spill import SpillRoot, close_spill_root, find_spill_root, open_spill_root
+from rootbound.execution.spill import SpillStore
 from rootbound.hosts import LowercaseHost, host_patterns, origin_patterns, url_host
 from rootbound.listening import listen
 from rootbound.logs import log
@@ -55,7 +56,7 @@ from rootbound.roots_request import RootsAsker
 from rootbound.sandbox.select import headline as sandbox_headline
 from rootbound.session_ids import NoSessionIdOnError
 from rootbound.tools import all_tools
-from rootbound.tools.base import CallContext, Progress, ToolSpec, call_tool
+from rootbound.tools.base import CallContext, Caller, Progress, ToolSpec, Workers, call_tool
 
 __all__ = ["App", "open_roots", "run"]
 
@@ -68,6 +69,8 @@ INSTRUCTIONS = (
 )
 _STATE_KEY = "rootbound.client_roots"
 _ASKER_KEY = "rootbound.roots_asker"
+_CALLER_KEY = "rootbound.caller"
+ANONYMOUS = "anonymous"  # the principal of sessionless requests when no auth token is configured
 _ROOTS_CAPABILITY = ClientCapabilities(roots=RootsCapability())
 _COMMAND_TOOLS = ("execute_command", "shell")  # listed only when some program is allowed
 
@@ -111,13 +114,16 @@ class App:
         self.config = config
         self.roots = roots if roots is not None else open_roots(config)
         # Commands whose output had to be cut keep the whole of it in a spill file, served read-only
-        # as one more root (`command-output`) so the agent can page through it with read_file.
-        self.spill: SpillRoot | None = None
+        # as one more root (`command-output`) so the agent can page through it with read_file; each
+        # client sees only its own (see `_caller`).
+        self.spill: SpillStore | None = None
         if config.commands.allowed:
             _hide_process_memory()
-        if config.commands.allowed and find_spill_root(self.roots) is None:
-            self.spill = open_spill_root(self.roots)
-            self.roots = RootSet([*self.roots.values(), self.spill])
+            self.spill = SpillStore(self.roots)
+        self.workers = Workers()
+        # Sessionless requests' clients, by auth principal (one entry per configured token, at most,
+        # plus the anonymous one): they live as long as the server.
+        self._principals: dict[str, Caller] = {}
         self.tools: dict[str, ToolSpec] = {t.name: t for t in all_tools(config)}
         # Built once: generating JSON Schemas is slow, and 2026-07-28 HTTP requests consult a tool's
         # input schema on every call (Mcp-Param header checks).
@@ -133,13 +139,43 @@ class App:
     # -- per-call context -------------------------------------------------------------------
 
     def context(self, roots: RootSet | None = None, project_dir: str | None = None,
-                report_progress: Progress | None = None) -> CallContext:
+                report_progress: Progress | None = None, caller: Caller | None = None) -> CallContext:
+        caller = caller or self._principal_caller(ANONYMOUS)
+        roots = roots if roots is not None else self.roots
+        if caller.spill is not None:
+            roots = RootSet([*roots.values(), caller.spill.root])
         return CallContext(
-            roots=roots if roots is not None else self.roots,
+            roots=roots,
             config=self.config,
             project_dir=project_dir or self.config.project_dir or os.getcwd(),
+            caller=caller,
+            workers=self.workers,
             report_progress=report_progress,
         )
+
+    def _new_caller(self) -> Caller:
+        return Caller(self.spill.area() if self.spill is not None else None)
+
+    def _principal_caller(self, principal: str) -> Caller:
+        caller = self._principals.get(principal)
+        if caller is None:
+            caller = self._principals[principal] = self._new_caller()
+        return caller
+
+    def _caller(self, ctx: ServerRequestContext[Any]) -> Caller:
+        """The client making this request: its connection (stdio, or a stateful HTTP session) on the
+        handshake-era protocol; on the sessionless 2026-07-28 protocol, which has no connection to speak
+        of, its auth principal (every sessionless request is one anonymous principal without auth)."""
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            token = get_access_token()
+            return self._principal_caller(f"token:{token.client_id}" if token is not None else ANONYMOUS)
+        connection = ctx.session._connection  # see _connection_state
+        caller = connection.state.get(_CALLER_KEY)
+        if caller is None:
+            caller = connection.state[_CALLER_KEY] = self._new_caller()
+            connection.exit_stack.callback(caller.close)  # its spill files go with the connection
+        assert isinstance(caller, Caller)
+        return caller
 
     async def _list_tools(self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
                           ) -> ListToolsResult:
@@ -152,7 +188,7 @@ class App:
             await asker.before_call(ctx.session, ctx.request_id)  # at most CALL_WAIT; never the client's pace
             roots, project_dir = asker.state.roots, asker.state.project_dir
         return await self.call(params.name, params.arguments,
-                               self.context(roots, project_dir, ctx.session.report_progress))
+                               self.context(roots, project_dir, ctx.session.report_progress, self._caller(ctx)))
 
     async def call(self, name: str, arguments: dict[str, Any] | None, ctx: CallContext | None = None
                    ) -> CallToolResult:
@@ -191,8 +227,10 @@ class App:
         if asker is None:
             state = _connection_state(session)
             asker = states[_ASKER_KEY] = RootsAsker(
-                state, lambda pairs: build_client_roots(self.config.client_roots, self.roots, pairs, state,
-                                                        allow_self_modification=self.config.allow_self_modification))
+                state, lambda pairs: build_client_roots(
+                    self.config.client_roots, self.roots, pairs, state,
+                    reserved={self.spill.name} if self.spill is not None else set(),
+                    allow_self_modification=self.config.allow_self_modification))
         assert isinstance(asker, RootsAsker)
         return asker
 
@@ -242,10 +280,11 @@ class App:
     def close(self) -> None:
         groups.kill_all()  # no command outlives the server
         for root in self.roots.values():
-            if root is self.spill:
-                close_spill_root(root)
-            else:
-                root.close()
+            root.close()
+        for caller in self._principals.values():
+            caller.close()
+        if self.spill is not None:
+            self.spill.close()
 
 
 def _hide_process_memory() -> None:

@@ -38,6 +38,7 @@ def policy(app: App) -> dict[str, Any]:
             for rc in cfg.roots
         ],
         "max_full_read_size": cfg.max_full_read_size,
+        "file_timeout": cfg.file_timeout,
         "protected_paths": list(cfg.protected_paths),
         "client_roots": cfg.client_roots,
         "project_dir": cfg.project_dir,
@@ -83,6 +84,8 @@ def render_policy(data: dict[str, Any]) -> str:
         out.append(f"  {r['name']:{width}}  {r['path']}")
         out.append(f"  {'':{width}}  tools: {tools}")
     out.append(f"max_full_read_size: {data['max_full_read_size']} bytes")
+    out.append(f"file_timeout: {data['file_timeout']:g} s per file tool call, then it stops (grep and glob: their "
+               "own timeout_seconds)")
     out.append(f"protected paths (never modified by file tools): {', '.join(data['protected_paths']) or 'none'}")
     out.append("git repositories (never changed by file tools, whatever protected_paths says): .git and everything "
                "inside it, and folders shaped like a bare repository")

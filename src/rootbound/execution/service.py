@@ -26,7 +26,7 @@ from rootbound.execution.policy import CommandPolicy, policy_for
 from rootbound.execution.progress import ProgressFeed, Send
 from rootbound.execution.runner import RunResult, SpawnError, run
 from rootbound.execution.script import analyze
-from rootbound.execution.spill import SpillFile, find_spill_root, new_command_id
+from rootbound.execution.spill import SpillArea, SpillFile, new_command_id
 from rootbound.execution.words import CommandSyntaxError, OperatorError, split_command
 from rootbound.execution.workdir import WorkDir, open_workdir
 from rootbound.roots import Root
@@ -96,7 +96,7 @@ def _check_script(policy: CommandPolicy, config: Config, script: str, cwd: str) 
         return
 
     def refuse_var(name: str) -> str | None:
-        return check_assignment(name, config.commands, True)
+        return check_assignment(name, config.commands, policy.restricted)  # as for the environment parameter
 
     report = analyze(script, strict=policy.restricted, refuse_var=refuse_var)
     for cmd in report.commands:
@@ -113,15 +113,19 @@ def _check_script(policy: CommandPolicy, config: Config, script: str, cwd: str) 
                          f"{' '.join(w if w is not None else '…' for w in cmd.words)}. Nothing was run")
 
 
-def _spill_opener(roots: Mapping[str, Root], command_id: str, limit: int
-                  ) -> Callable[[str], SpillFile | None] | None:
-    spill_root = find_spill_root(roots)
-    if spill_root is None or limit <= 0:
+def _identity(workdir: WorkDir) -> tuple[int, int, str]:
+    """What must not change while a command waits: the directory (device, inode) and where it is."""
+    st = os.fstat(workdir.fd)
+    return st.st_dev, st.st_ino, workdir.path
+
+
+def _spill_opener(area: SpillArea | None, command_id: str, limit: int) -> Callable[[str], SpillFile | None] | None:
+    if area is None or limit <= 0:
         return None
 
     def open_spill(stream: str) -> SpillFile | None:
         try:
-            return SpillFile(spill_root, command_id, stream, limit)
+            return SpillFile(area.writable_root(), command_id, stream, limit)
         except OSError:
             return None
 
@@ -129,7 +133,8 @@ def _spill_opener(roots: Mapping[str, Root], command_id: str, limit: int
 
 
 async def execute(request: CommandRequest, *, config: Config, roots: Mapping[str, Root], project_dir: str,
-                  progress: Send | None = None, launcher: Launcher = UNCONFINED) -> Outcome:
+                  progress: Send | None = None, launcher: Launcher = UNCONFINED,
+                  spill: SpillArea | None = None) -> Outcome:
     """Check and run one command; raise `ToolError`/`Denied` (nothing run) or return what happened."""
     policy = policy_for(config.commands)
     command_id = new_command_id()
@@ -154,10 +159,20 @@ async def execute(request: CommandRequest, *, config: Config, roots: Mapping[str
                 pattern = policy.blocked_by(argv)
                 if pattern is not None:
                     raise Denied(f"command blocked by the server's policy (pattern {pattern!r}); nothing was run")
-            timeout = min(request.timeout or config.commands.default_timeout, config.commands.max_timeout)
-            queued = time.perf_counter()
-            async with _limiter(config.commands.max_concurrent):
-                record["queued_ms"] = round((time.perf_counter() - queued) * 1000, 2)
+            checked = _identity(workdir)
+        finally:
+            # A queued command holds no descriptor: 1,100 of them once exhausted the server's
+            # RLIMIT_NOFILE, and every other call failed with EMFILE. Reopened once its turn comes.
+            workdir.close()
+        timeout = min(request.timeout or config.commands.default_timeout, config.commands.max_timeout)
+        queued = time.perf_counter()
+        async with _limiter(config.commands.max_concurrent):
+            record["queued_ms"] = round((time.perf_counter() - queued) * 1000, 2)
+            workdir = open_workdir(roots, project_dir, request.cwd, request.root, config.commands.allowed_cwd_roots)
+            try:
+                if _identity(workdir) != checked:
+                    raise ToolError(f"the working directory {workdir.shown} was replaced or moved while the command "
+                                    "waited for its turn; nothing was run. Try again")
                 # Wrapped only when its turn comes: a sandbox may hold resources (temp directory, placeholders).
                 try:
                     launch = launcher.wrap(Launch(executable, argv, workdir.fd, workdir.path, env,
@@ -167,16 +182,16 @@ async def execute(request: CommandRequest, *, config: Config, roots: Mapping[str
                 try:
                     result = await run(launch, timeout=timeout, max_output=config.commands.max_output_size,
                                        command_id=command_id,
-                                       open_spill=_spill_opener(roots, command_id, config.commands.max_spill_size),
+                                       open_spill=_spill_opener(spill, command_id, config.commands.max_spill_size),
                                        progress=ProgressFeed(progress) if progress is not None else None)
                 finally:
                     if launch.cleanup is not None:
                         launch.cleanup()  # quick by contract (slow work goes to a thread of its own)
-            record.update(decision="allowed", outcome="timed_out" if result.timed_out else "exited",
-                          exit_code=result.exit_code, signal=result.signal, stdout_bytes=result.stdout.total_bytes,
-                          stderr_bytes=result.stderr.total_bytes, truncated=result.truncated)
-        finally:
-            workdir.close()
+            finally:
+                workdir.close()
+        record.update(decision="allowed", outcome="timed_out" if result.timed_out else "exited",
+                      exit_code=result.exit_code, signal=result.signal, stdout_bytes=result.stdout.total_bytes,
+                      stderr_bytes=result.stderr.total_bytes, truncated=result.truncated)
     except SpawnError as exc:
         record.update(decision="error", reason=exc.message)
         if exc.errno == errno.ENOENT:

@@ -1,14 +1,20 @@
 """Spill files: the full output of a command whose result had to be cut, kept where the agent can page through it.
 
 They live in a private directory the server creates for itself (mode 0700 under
-the system temp directory, named `rootbound-output-<pid>-*`), served as one extra
-root, `command-output`, that allows only the read-only file tools. So the agent
-reads a spill with `read_file(root="command-output", path=..., offset_bytes=...)`,
-confined like any root, and nothing is ever written into the operator's roots.
+the system temp directory, named `rootbound-output-<pid>-*`), with one
+subdirectory per client (`SpillArea`): a stdio connection, an HTTP session, or —
+for sessionless 2026-07-28 requests — an auth principal. Each client is served its
+own subdirectory as the extra root `command-output`, which allows only the
+read-only file tools; so the agent reads a spill with
+`read_file(root="command-output", path=..., offset_bytes=...)`, confined like any
+root, sees no other client's output (it is not beneath its root), and nothing is
+ever written into the operator's roots. Until a client's first spill its
+`command-output` is an empty shared directory.
 
-Clean-up: each new spill prunes files older than an hour and keeps the newest
-64; the directory is removed when the server closes; directories left by a server
-that died are removed by the next one that starts.
+Clean-up: each new spill prunes its client's files older than an hour and keeps
+the newest 64; a connection's subdirectory is removed when the connection ends;
+the whole directory is removed when the server closes; directories left by a
+server that died are removed by the next one that starts.
 """
 
 from __future__ import annotations
@@ -20,20 +26,22 @@ import secrets
 import shutil
 import stat
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from rootbound.roots import Root
 
-__all__ = ["SPILL_ROOT_NAME", "SpillFile", "SpillInfo", "SpillRoot", "close_spill_root", "find_spill_root",
-           "new_command_id", "open_spill_root"]
+__all__ = ["SPILL_ROOT_NAME", "SpillArea", "SpillFile", "SpillInfo", "SpillRoot", "SpillStore", "new_command_id"]
 
 SPILL_ROOT_NAME = "command-output"
 SPILL_TOOLS = ("list_folder", "read_file", "stat_file", "hash_file", "grep", "glob")
 KEEP_FILES = 64
 MAX_AGE_SECONDS = 3600
 _PREFIX = "rootbound-output-"
+_EMPTY = "empty"
+_AREA_PREFIX = "client-"
 
 
 class SpillRoot(Root):
@@ -66,27 +74,78 @@ def _remove_stale(base: str) -> None:
                 shutil.rmtree(entry.path, ignore_errors=True)
 
 
-def open_spill_root(taken: Mapping[str, Root] | None = None, base: str | None = None) -> SpillRoot:
-    """Create the spill directory and open it as a root whose name no operator root uses."""
-    base = base or tempfile.gettempdir()
-    _remove_stale(base)
-    path = tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-", dir=base)  # mode 0700
-    name, n = SPILL_ROOT_NAME, 1
-    while taken is not None and name in taken:
-        n += 1
-        name = f"{SPILL_ROOT_NAME}-{n}"
-    root = SpillRoot.at(name, path, SPILL_TOOLS)
-    assert isinstance(root, SpillRoot)
-    return root
+class SpillStore:
+    """The server's spill directory: hands out one private area per client."""
+
+    def __init__(self, taken: Mapping[str, Root] | None = None, base: str | None = None) -> None:
+        base = base or tempfile.gettempdir()
+        _remove_stale(base)
+        path = tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-", dir=base)  # mode 0700
+        # A root name no operator root uses.
+        name, n = SPILL_ROOT_NAME, 1
+        while taken is not None and name in taken:
+            n += 1
+            name = f"{SPILL_ROOT_NAME}-{n}"
+        self.name = name
+        self.path = path
+        self.fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        os.mkdir(_EMPTY, 0o500, dir_fd=self.fd)
+        # What a client that has not spilled anything yet is shown: nothing.
+        self.empty = self._root(_EMPTY)
+
+    def _root(self, sub: str) -> SpillRoot:
+        fd = os.open(sub, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=self.fd)
+        return SpillRoot(self.name, os.path.join(self.path, sub), frozenset(SPILL_TOOLS), fd)
+
+    def area(self) -> SpillArea:
+        return SpillArea(self)
+
+    def close(self) -> None:
+        self.empty.close()
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+        shutil.rmtree(self.path, ignore_errors=True)
 
 
-def close_spill_root(root: Root) -> None:
-    shutil.rmtree(root.real_path, ignore_errors=True)
-    root.close()
+class SpillArea:
+    """One client's spill files: a subdirectory of the store, made at its first spill.
 
+    Its name is random and never shown; it would not help anyway: a client's
+    `command-output` root is opened at its own subdirectory, so no path leads
+    from it to another's.
+    """
 
-def find_spill_root(roots: Mapping[str, Root]) -> SpillRoot | None:
-    return next((r for r in roots.values() if isinstance(r, SpillRoot)), None)
+    def __init__(self, store: SpillStore) -> None:
+        self.store = store
+        self._own: SpillRoot | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def root(self) -> SpillRoot:
+        """The `command-output` root this client sees now."""
+        return self._own or self.store.empty
+
+    def writable_root(self) -> SpillRoot:
+        """This client's own subdirectory, created on first use."""
+        with self._lock:
+            if self._closed:
+                raise OSError(errno.ESHUTDOWN, "the connection has ended")
+            if self._own is None:
+                sub = f"{_AREA_PREFIX}{secrets.token_hex(8)}"
+                os.mkdir(sub, 0o700, dir_fd=self.store.fd)
+                self._own = self.store._root(sub)
+            return self._own
+
+    def close(self) -> None:
+        """Remove this client's spill files (its connection ended)."""
+        with self._lock:
+            self._closed = True
+            own, self._own = self._own, None
+        if own is not None:
+            own.close()
+            with contextlib.suppress(OSError):
+                shutil.rmtree(os.path.basename(own.real_path), dir_fd=self.store.fd)
 
 
 def _prune(root: SpillRoot) -> None:

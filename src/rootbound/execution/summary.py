@@ -73,11 +73,14 @@ def describe_commands(config: Config, launcher: Launcher | None = None) -> tuple
     passed = [*BASE_PASSTHROUGH, *c.env_passthrough]
     never = [*ALWAYS_SECRET, *c.secret_env]
     lines.append(f"  environment: PATH={policy.path_env}; passes {', '.join(passed)}; never {', '.join(never)}; "
-                 f"loader variables allowed: {', '.join(c.allowed_loader_vars) or 'none'}")
+                 f"loader variables allowed: {', '.join(c.allowed_loader_vars) or 'none'}; "
+                 + (f"variables that make a program run another (GIT_SSH_COMMAND, PAGER, NODE_OPTIONS, ...) allowed: "
+                    f"{', '.join(c.allowed_exec_vars) or 'none'}" if policy.restricted else
+                    "variables that make a program run another: any (every program is allowed anyway)"))
     lines.append(f"  limits: timeout {c.default_timeout} s (max {c.max_timeout} s), then SIGTERM and SIGKILL after "
                  f"{KILL_GRACE:g} s to the whole process group; output {c.max_output_size} bytes per stream (rest in "
-                 f"spill files up to {c.max_spill_size} bytes); {c.max_concurrent} at once; open output after exit "
-                 f"waits {DRAIN_SECONDS:g} s")
+                 f"spill files up to {c.max_spill_size} bytes, each client seeing only its own); "
+                 f"{c.max_concurrent} at once; open output after exit waits {DRAIN_SECONDS:g} s")
     lines.append(f"  audit: {c.audit_log or 'log only (commands.audit_log not set)'}")
     lines.extend(launcher.describe())
     if launcher.problem is not None:

@@ -9,25 +9,29 @@ should read; `call_tool` turns that into an `isError` result.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import math
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
+import anyio
 import anyio.to_thread
 from mcp.types import CallToolResult, TextContent, Tool, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from rootbound.bounds import CallBound, bounded
 from rootbound.config import Config
 from rootbound.errors import ToolError
+from rootbound.execution.spill import SpillArea
 from rootbound.logs import log, log_tool_call
 from rootbound.roots import RootSet
 
-__all__ = ["Args", "CallContext", "RelPath", "RootName", "ToolOutput", "ToolSpec", "call_tool", "iso_time",
-           "read_only", "writes"]
+__all__ = ["Args", "CallContext", "Caller", "RelPath", "RootName", "ToolOutput", "ToolSpec", "Work", "Workers",
+           "call_tool", "iso_time", "read_only", "writes"]
 
 RootName = Annotated[str, Field(description="Name of the root to work in; list_roots shows the roots and "
                                             "which tools each allows.")]
@@ -66,6 +70,44 @@ class Args(BaseModel):
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
+# What a call costs, deciding where it runs:
+# inline - no blocking work at all (list_roots): on the event loop, no thread hop;
+# quick  - a few system calls on one file or folder (stat, a bounded read, a write);
+# heavy  - work that grows with a file's or a tree's size (hash, copy, grep, line scans).
+Work = Literal["inline", "quick", "heavy"]
+
+QUICK_THREADS = 32
+HEAVY_THREADS = 8
+CLIENT_QUICK_THREADS = 16  # one client's share of each kind, so no client can hold all the threads
+CLIENT_HEAVY_THREADS = 4
+
+
+@dataclass
+class Workers:
+    """The server's worker threads, limited per kind of work: however many heavy calls wait, the quick
+    calls have threads of their own (anyio's shared pool of 40 used to fill up with hashing)."""
+
+    quick: anyio.CapacityLimiter = field(default_factory=lambda: anyio.CapacityLimiter(QUICK_THREADS))
+    heavy: anyio.CapacityLimiter = field(default_factory=lambda: anyio.CapacityLimiter(HEAVY_THREADS))
+    # The threads themselves: the two limiters above (and the clients' shares) do the limiting.
+    threads: anyio.CapacityLimiter = field(default_factory=lambda: anyio.CapacityLimiter(math.inf))
+
+
+class Caller:
+    """What one client has to itself: its spill files, and its share of the worker threads.
+
+    A client is a stdio connection, an HTTP session, or (for sessionless requests) an auth principal.
+    """
+
+    def __init__(self, spill: SpillArea | None) -> None:
+        self.spill = spill
+        self.quick = anyio.CapacityLimiter(CLIENT_QUICK_THREADS)
+        self.heavy = anyio.CapacityLimiter(CLIENT_HEAVY_THREADS)
+
+    def close(self) -> None:
+        if self.spill is not None:
+            self.spill.close()
+
 
 @dataclass(frozen=True)
 class CallContext:
@@ -76,6 +118,8 @@ class CallContext:
     # Base for relative command working directories: the first client root, else
     # `project_dir` from the config, else the server's working directory.
     project_dir: str
+    caller: Caller
+    workers: Workers
     # Sends `notifications/progress` for this call; a no-op unless the client asked for progress.
     report_progress: Progress | None = None
 
@@ -101,6 +145,11 @@ class ToolSpec:
     result: type[BaseModel]
     annotations: ToolAnnotations
     handler: Handler
+    # Where a sync handler runs (see `Work`); a function of the arguments when they decide it.
+    work: Work | Callable[[Any], Work] = "quick"
+    # False: the tool bounds its own running time (grep and glob: timeout_seconds, with partial results)
+    # instead of failing at the server's file_timeout.
+    file_timeout: bool = True
 
     def definition(self) -> Tool:
         return Tool(
@@ -161,14 +210,18 @@ async def call_tool(spec: ToolSpec, ctx: CallContext, arguments: dict[str, Any] 
     outcome, error = "ok", None
     try:
         args = spec.args.model_validate(arguments)
+        work = spec.work(args) if callable(spec.work) else spec.work
         if inspect.iscoroutinefunction(spec.handler):
             result = _shape(await spec.handler(ctx, args))
+        elif work == "inline":
+            result = _run_sync(spec.handler, ctx, args)
         else:
-            # Filesystem work blocks, and serialising a big result takes a while too: both run in a
-            # worker thread so that other requests keep flowing meanwhile.
-            result = await anyio.to_thread.run_sync(_run_sync, spec.handler, ctx, args)
+            result = await _in_worker(spec, ctx, args, work, path)
         if result.is_error:
             outcome = "error"
+    except anyio.get_cancelled_exc_class():
+        log_tool_call(spec.name, root, path, "cancelled", (time.perf_counter() - start) * 1000, 0)
+        raise
     except ValidationError as exc:
         outcome, error = "error", _describe_validation(spec.name, exc)
         result = _error(error)
@@ -182,6 +235,44 @@ async def call_tool(spec: ToolSpec, ctx: CallContext, arguments: dict[str, Any] 
     size = sum(len(c.text) for c in result.content if isinstance(c, TextContent))
     log_tool_call(spec.name, root, path, outcome, (time.perf_counter() - start) * 1000, size, error)
     return result
+
+
+async def _in_worker(spec: ToolSpec, ctx: CallContext, args: Args, work: Work, where: str | None) -> CallToolResult:
+    """Run a sync handler in a worker thread of its kind, within the call's time bound.
+
+    Filesystem work blocks, and serialising a big result takes a while too: both run in the thread
+    so that other requests keep flowing meanwhile. The thread is never abandoned: a cancelled or
+    timed-out call stops at its next checkpoint (see `bounds`), and only then frees its worker.
+    """
+    seconds = ctx.config.file_timeout
+    bound = CallBound(spec.name, where, seconds if spec.file_timeout else None)
+    kinds = (ctx.caller.heavy, ctx.workers.heavy) if work == "heavy" else (ctx.caller.quick, ctx.workers.quick)
+    async with _slot(kinds, CallBound(spec.name, where, seconds)):
+        return await anyio.to_thread.run_sync(_run_bounded, spec.handler, ctx, args, bound,
+                                              limiter=ctx.workers.threads)
+
+
+@contextlib.asynccontextmanager
+async def _slot(limiters: tuple[anyio.CapacityLimiter, ...], bound: CallBound) -> AsyncIterator[None]:
+    """Hold a token of each limiter (the client's share, then the server's pool); waiting counts against
+    the call's time bound."""
+    held: list[anyio.CapacityLimiter] = []
+    try:
+        with anyio.move_on_after(bound.remaining()) as waited:
+            for limiter in limiters:
+                await limiter.acquire()
+                held.append(limiter)
+        if waited.cancelled_caught:
+            raise bound.busy_error()
+        yield
+    finally:
+        for limiter in reversed(held):
+            limiter.release()
+
+
+def _run_bounded(handler: Handler, ctx: CallContext, args: Args, bound: CallBound) -> CallToolResult:
+    with bounded(bound):
+        return _run_sync(handler, ctx, args)
 
 
 def _run_sync(handler: Handler, ctx: CallContext, args: Args) -> CallToolResult:

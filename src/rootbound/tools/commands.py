@@ -23,8 +23,9 @@ _ANNOTATIONS = dict(read_only_hint=False, destructive_hint=True, idempotent_hint
 
 Env = Annotated[dict[str, str] | None, Field(
     description="Variables to add to the command's environment, e.g. {\"RUST_LOG\": \"debug\"}. The server's own "
-                "secrets are never passed; loader variables (LD_PRELOAD, ...) and, when programs are restricted, "
-                "PATH are refused.")]
+                "secrets are never passed; loader variables (LD_PRELOAD, ...) are refused and, when programs are "
+                "restricted, so are PATH and variables that make a program run another (GIT_SSH_COMMAND, PAGER, "
+                "NODE_OPTIONS, PYTHONPATH, ...) unless the server allows them.")]
 Timeout = Annotated[int | None, Field(ge=1, le=1800, description="Seconds before the command and everything it "
                                       "started are stopped (default 300, the server's default_timeout; capped by "
                                       "its max_timeout).")]
@@ -113,7 +114,7 @@ async def execute_command(ctx: CallContext, args: ExecuteCommandArgs) -> ToolOut
 
 async def _run(ctx: CallContext, request: CommandRequest) -> Outcome:
     return await execute(request, config=ctx.config, roots=ctx.roots, project_dir=ctx.project_dir,
-                         progress=ctx.report_progress, launcher=launcher_for(ctx.config))
+                         progress=ctx.report_progress, launcher=launcher_for(ctx.config), spill=ctx.caller.spill)
 
 
 # -- shell ----------------------------------------------------------------------------------------

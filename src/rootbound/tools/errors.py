@@ -32,6 +32,10 @@ COMMON_ERRORS: tuple[str, ...] = (
     "invalid path: contains a null byte",
     "too many levels of symbolic links: …",
     "permission denied: …",
+    "… timed out after … s on …; it stopped and changed nothing. Try a smaller file or folder, or ask the "
+    "operator to raise file_timeout (…)",
+    "… timed out after … s on … waiting for a free worker: the server is busy with other long file operations; "
+    "try again shortly",
 )
 
 TOOL_ERRORS: dict[str, tuple[str, ...]] = {

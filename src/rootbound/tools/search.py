@@ -16,17 +16,16 @@ from __future__ import annotations
 import os
 import re
 import stat
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Annotated, Literal
 
-import anyio.to_thread
 from pydantic import BaseModel, Field, WithJsonSchema
 from typing_extensions import TypedDict
 from wcmatch import fnmatch as wc_fnmatch
 from wcmatch import glob as wc_glob
 
+from rootbound import bounds
 from rootbound.errors import ToolError
 from rootbound.fanout import BATCH, FileRows, Helper, HelperGone, HitRow, Job, found_rows, make_scanner, search_batch
 from rootbound.roots import Root, display_path, file_type, split_path
@@ -57,27 +56,29 @@ MaxDepth = Annotated[int | None, Field(ge=0, description="How deep to descend be
                                                          "Default: no limit.")]
 
 
+def _not_cancelled() -> bool:
+    return False
+
+
 class _Clock:
     """The stop condition polled by the walk and the scanner: deadline passed, or call cancelled."""
 
-    def __init__(self, seconds: float, stop: threading.Event) -> None:
+    def __init__(self, seconds: float, cancelled: Callable[[], bool] = _not_cancelled) -> None:
         self.deadline = time.monotonic() + seconds
-        self.stop = stop
+        self.cancelled = cancelled
         self.fired = False
 
     def expired(self) -> bool:
-        if self.stop.is_set() or time.monotonic() >= self.deadline:
+        if time.monotonic() >= self.deadline or self.cancelled():
             self.fired = True
         return self.fired
 
 
-async def _in_thread(fn: Callable[[threading.Event], BaseModel]) -> BaseModel:
-    stop = threading.Event()
-    try:
-        # Abandoning on cancel returns to the client at once; the thread sees `stop` and ends soon after.
-        return await anyio.to_thread.run_sync(fn, stop, abandon_on_cancel=True)
-    finally:
-        stop.set()
+def _clock(seconds: float) -> _Clock:
+    """The call's own timeout_seconds, and the client's cancellation (the worker thread running the
+    call is never abandoned: it stops here, and only then frees its worker)."""
+    bound = bounds.current()
+    return _Clock(seconds, bound.cancelled if bound is not None else _not_cancelled)
 
 
 def _start_dir(root: Root, path: str) -> tuple[int, os.stat_result, str]:
@@ -325,8 +326,8 @@ def _search_tree(entries: Iterator[Entry], keep: Callable[[Entry], bool] | None,
     fold()
 
 
-def _grep(root: Root, args: GrepArgs, stop: threading.Event) -> GrepResult:
-    clock = _Clock(args.timeout_seconds, stop)
+def _grep(root: Root, args: GrepArgs) -> GrepResult:
+    clock = _clock(args.timeout_seconds)
     try:
         scanner = make_scanner(args.pattern, args.case_insensitive, args.context_lines, clock.expired)
     except PatternError as exc:
@@ -350,9 +351,8 @@ def _grep(root: Root, args: GrepArgs, stop: threading.Event) -> GrepResult:
     return answer.result(clock)
 
 
-async def grep(ctx: CallContext, args: GrepArgs) -> BaseModel:
-    root = ctx.roots.get_for(args.root, "grep")
-    return await _in_thread(lambda stop: _grep(root, args, stop))
+def grep(ctx: CallContext, args: GrepArgs) -> BaseModel:
+    return _grep(ctx.roots.get_for(args.root, "grep"), args)
 
 
 # -- glob -----------------------------------------------------------------------------------------
@@ -413,11 +413,11 @@ def _path_matcher(args: GlobArgs) -> tuple[Callable[[str], bool], int | None]:
     return (lambda path: matcher(path) is not None), depth
 
 
-def _glob(root: Root, args: GlobArgs, stop: threading.Event) -> GlobResult:
+def _glob(root: Root, args: GlobArgs) -> GlobResult:
     matches_path, depth = _path_matcher(args)
     limit = args.max_depth if depth is None else depth if args.max_depth is None else min(depth, args.max_depth)
     wanted = None if args.type_filter == "all" else args.type_filter
-    clock = _Clock(args.timeout_seconds, stop)
+    clock = _clock(args.timeout_seconds)
     found: list[GlobMatch] = []
     top, st, prefix = _start_dir(root, args.path)
     try:
@@ -449,9 +449,8 @@ def _glob(root: Root, args: GlobArgs, stop: threading.Event) -> GlobResult:
                                       timed_out=clock.fired and not truncated)
 
 
-async def glob(ctx: CallContext, args: GlobArgs) -> BaseModel:
-    root = ctx.roots.get_for(args.root, "glob")
-    return await _in_thread(lambda stop: _glob(root, args, stop))
+def glob(ctx: CallContext, args: GlobArgs) -> BaseModel:
+    return _glob(ctx.roots.get_for(args.root, "glob"), args)
 
 
 TOOLS = [
@@ -465,7 +464,7 @@ TOOLS = [
         f"(context lines: their start), and the cut side is marked {CUT}. Stops at max_results (truncated: "
         "true) or timeout_seconds (timed_out: true) and returns what it found. Filter files with "
         'glob_filter, e.g. "*.py".',
-        GrepArgs, GrepResult, read_only("Search file contents"), grep),
+        GrepArgs, GrepResult, read_only("Search file contents"), grep, work="heavy", file_timeout=False),
     ToolSpec(
         "glob", "Find files by name",
         "Find files, directories and symlinks under a path in a root whose relative path matches a glob "
@@ -474,5 +473,5 @@ TOOLS = [
         "sorted, each with type, size and modified_at. Symlinks are listed, not followed. Narrow with "
         "type_filter (file, directory, symlink) and max_depth; stops at max_results (truncated: true) or "
         "timeout_seconds (timed_out: true).",
-        GlobArgs, GlobResult, read_only("Find files by name"), glob),
+        GlobArgs, GlobResult, read_only("Find files by name"), glob, work="heavy", file_timeout=False),
 ]
