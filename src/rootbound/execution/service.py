@@ -12,7 +12,7 @@ import os
 import time
 import weakref
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -54,6 +54,7 @@ class Outcome:
     result: RunResult
     working_directory: str
     timeout: int
+    removed: list[str] = field(default_factory=list)  # protected paths the command created, removed after it
 
 
 _limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, asyncio.Semaphore]] = \
@@ -164,6 +165,7 @@ async def execute(request: CommandRequest, *, config: Config, roots: Mapping[str
                                                   roots=tuple(roots.values())))
                 except OSError as exc:
                     raise ToolError(f"cannot set up the command sandbox: {exc}; nothing was run") from None
+                removed: list[str] = []
                 try:
                     result = await run(launch, timeout=timeout, max_output=config.commands.max_output_size,
                                        command_id=command_id,
@@ -171,7 +173,9 @@ async def execute(request: CommandRequest, *, config: Config, roots: Mapping[str
                                        progress=ProgressFeed(progress) if progress is not None else None)
                 finally:
                     if launch.cleanup is not None:
-                        launch.cleanup()  # quick by contract (slow work goes to a thread of its own)
+                        removed = list(launch.cleanup() or ())  # quick by contract (slow work: a thread of its own)
+                        if removed:
+                            record["removed"] = removed
             record.update(decision="allowed", outcome="timed_out" if result.timed_out else "exited",
                           exit_code=result.exit_code, signal=result.signal, stdout_bytes=result.stdout.total_bytes,
                           stderr_bytes=result.stderr.total_bytes, truncated=result.truncated)
@@ -191,4 +195,4 @@ async def execute(request: CommandRequest, *, config: Config, roots: Mapping[str
     finally:
         record["duration_ms"] = round((time.perf_counter() - start) * 1000, 2)
         write_audit(record, config.commands.audit_log)
-    return Outcome(result, workdir.shown, timeout)
+    return Outcome(result, workdir.shown, timeout, removed)

@@ -11,20 +11,23 @@ the roots impossible (read-only mounts).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import secrets
 import shutil
 import tempfile
 import threading
+from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
 
 from rootbound.config import Config
 from rootbound.execution.launch import Launch
-from rootbound.sandbox import bwrap, creds, landlock, limits, seccomp
+from rootbound.sandbox import bwrap, creds, landlock, limits, nofollow, seccomp
 from rootbound.sandbox.creds import RunAs
 from rootbound.sandbox.layout import DEVICES, SYSTEM_PATHS, Layout, is_under, layout
-from rootbound.sandbox.protect import Guards, guard_root, unenforced_rules
+from rootbound.sandbox.protect import Bind, Guards, guard_root, unenforced_rules
 from rootbound.sandbox.spawn import spawn_restricted
 
 __all__ = ["BwrapLauncher", "LandlockLauncher"]
@@ -127,6 +130,7 @@ class LandlockLauncher(_Base):
         c = self.config.commands
         where = layout(launch, c)
         base = _private_dir()
+        areas: list[Bind] = []
         try:
             home = os.path.join(base, ".home")
             os.mkdir(home, 0o700)
@@ -142,18 +146,47 @@ class LandlockLauncher(_Base):
             rules += [landlock.Rule(landlock.FS_READ, fd=r.fd) for r in where.readonly]
             rules += [landlock.Rule(landlock.FS_WRITE, fd=r.fd) for r in where.writable]
             rules += [landlock.Rule(landlock.FS_WRITE, path=p) for p in (*where.write_paths, base)]
-            if not where.cwd_in_root and launch.cwd_path != "/":
-                rules.append(landlock.Rule(landlock.FS_READ, fd=launch.cwd_fd))
+            areas = _open_areas(where.work_areas)
+            rules += [landlock.Rule(landlock.FS_WRITE, fd=a.fd) for a in areas]
+            # (No rule for a working directory outside all of this: the command starts there and sees nothing.)
             prefix = limits.prlimit_argv(c.limits)
             after = None if prefix else partial(limits.apply_to_pid, values=limits.pairs(c.limits))
             restrict = partial(_restrict, rules=rules, network=c.network, user=self.user, level=self.level)
         except BaseException:
+            _close(areas)
             _remove(base)
             raise
         argv = [*prefix, launch.executable, *launch.argv[1:]] if prefix else list(launch.argv)
         return replace(launch, executable=prefix[0] if prefix else launch.executable, argv=argv, env=env,
                        spawn=partial(spawn_restricted, restrict=restrict, after_start=after),
-                       cleanup=partial(_remove, base))
+                       cleanup=partial(_after_landlock, base, areas))
+
+
+def _open_areas(paths: Sequence[str]) -> list[Bind]:
+    """The work areas, each opened without following a symlink (the descriptor is what gets granted or bound)."""
+    areas: list[Bind] = []
+    for path in paths:
+        try:
+            parent, fd = nofollow.open_path(path)
+        except OSError:
+            _close(areas)
+            raise OSError(errno.ESTALE, "a commands.allowed_cwd_roots work area was replaced or removed "
+                                        "meanwhile") from None
+        os.close(parent)
+        areas.append(Bind(fd, path, writable=True))
+    return areas
+
+
+def _close(binds: Sequence[Bind]) -> None:
+    for bind in binds:
+        with contextlib.suppress(OSError):
+            os.close(bind.fd)
+
+
+def _after_landlock(base: str, areas: list[Bind]) -> list[str]:
+    _close(areas)
+    _remove(base)
+    return []
 
 
 def _private_dir() -> str:
@@ -221,24 +254,33 @@ class BwrapLauncher(_Base):
         c = self.config.commands
         where = layout(launch, c)
         guards = Guards()
+        areas: list[Bind] = []
         try:
+            ids = {r.real_path: _identity(r.fd) for r in where.roots}
             for root in where.writable:
-                guard_root(root, self.config.protected_paths, guards)
+                others = {i for path, i in ids.items() if path != root.real_path}
+                guard_root(root, self.config.protected_paths, guards, stop=others)
+            areas = _open_areas(where.work_areas)
             env = dict(launch.env)
             env["TMPDIR"] = bwrap.TMP
             private_home = _home(env, where, bwrap.HOME)
-            argv, pass_fds = bwrap.build(where, guards, cwd_fd=launch.cwd_fd, cwd_path=launch.cwd_path,
-                                         network=c.network, switch_user=self.user is not None)
-            argv = [bwrap.BWRAP, *argv, *self._launcher(launch, where, private_home)]
+            plan = bwrap.build(where, areas, guards, cwd_path=launch.cwd_path, network=c.network,
+                               switch_user=self.user is not None)
+            argv = [bwrap.BWRAP, *plan.argv, *self._launcher(launch, where, private_home, plan.checks)]
         except BaseException:
-            guards.release()
+            guards.close()
+            _close(areas)
             raise
         return replace(launch, executable=bwrap.BWRAP, argv=argv, env=env,
-                       popen_options={"pass_fds": tuple(pass_fds)}, cleanup=guards.release)
+                       popen_options={"pass_fds": tuple(plan.pass_fds)}, cleanup=partial(_after_bwrap, guards, areas))
 
-    def _launcher(self, launch: Launch, where: Layout, private_home: bool) -> list[str]:
-        st = os.fstat(launch.cwd_fd)
-        opts = ["--cwd", f"{st.st_dev}:{st.st_ino}"]
+    def _launcher(self, launch: Launch, where: Layout, private_home: bool, checks: list[str]) -> list[str]:
+        opts: list[str] = []
+        if where.cwd_visible:  # (else it is an empty directory of the sandbox's own: nothing to check)
+            st = os.fstat(launch.cwd_fd)
+            opts += ["--cwd", f"{st.st_dev}:{st.st_ino}"]
+        for item in checks:
+            opts += ["--bound", item]
         for res, value in limits.pairs(self.config.commands.limits):
             opts += ["--limit", f"{res}:{value}"]
         if self.user is not None:
@@ -251,12 +293,22 @@ class BwrapLauncher(_Base):
             opts += ["--abi", str(self.level.abi), "--net", "1" if self.config.commands.network else "0"]
             for path in (*where.read_paths, *where.programs, "/proc", *(r.real_path for r in where.readonly)):
                 opts += ["--read", path]
-            if not where.cwd_in_root and launch.cwd_path != "/":
-                opts += ["--read", launch.cwd_path]
-            for path in (*(r.real_path for r in where.writable), *where.write_paths, bwrap.TMP):
+            for path in (*(r.real_path for r in where.writable), *where.work_areas, *where.write_paths, bwrap.TMP):
                 opts += ["--write", path]
             for path in DEVICES:
                 opts += ["--device", path]
             opts += ["--list", "/dev"]
         return [*bwrap.launcher_argv(), *opts, "--", launch.executable, *launch.argv]
 
+
+def _identity(fd: int) -> tuple[int, int]:
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
+
+
+def _after_bwrap(guards: Guards, areas: list[Bind]) -> list[str]:
+    """Once the command has ended (its PID namespace, and every process in it, is gone): release the descriptors,
+    and remove what it created where protected paths were missing."""
+    guards.close()
+    _close(areas)
+    return guards.sweep()
