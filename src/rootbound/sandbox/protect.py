@@ -63,7 +63,8 @@ class Guards:
     """One command's guard binds (it owns their descriptors), and the protected paths missing when it started."""
 
     binds: dict[str, Bind] = field(default_factory=dict)
-    missing: list[tuple[Root, tuple[str, ...]]] = field(default_factory=list)
+    # (root, the path's components, how many of them existed): what a command creates there is removed after it
+    missing: list[tuple[Root, tuple[str, ...], int]] = field(default_factory=list)
 
     def add(self, bind: Bind) -> int:
         """Take `bind` (and its descriptor); return the descriptor now held for its path."""
@@ -86,9 +87,9 @@ class Guards:
         """Remove what now exists at the paths that were missing (run once the command's processes are gone);
         return them as `root:path`."""
         removed: list[str] = []
-        for root, parts in self.missing:
+        for root, parts, existed in self.missing:
             with contextlib.suppress(OSError):
-                _sweep(root.fd, (), list(parts), removed, root.name)
+                _sweep(root.fd, (), list(parts), existed, removed, root.name)
         return list(dict.fromkeys(removed))
 
 
@@ -142,7 +143,7 @@ def _walk(root: Root, guards: Guards, parent: int, done: tuple[str, ...], comps:
         found = _open(parent, name)
         if found is None:
             if not _GLOB & set(comp):
-                guards.missing.append((root, (*here, *rest)))
+                guards.missing.append((root, (*here, *rest), len(done)))
             continue
         fd, st = found
         if stat.S_ISLNK(st.st_mode):
@@ -177,7 +178,7 @@ def _open_git(root: Root, guards: Guards) -> bool:
     one), anything else frozen (a worktree's `.git` file), a symlink refused."""
     found = _open(root.fd, ".git")
     if found is None:
-        guards.missing.append((root, (".git",)))
+        guards.missing.append((root, (".git",), 0))
         return False
     fd, st = found
     if stat.S_ISLNK(st.st_mode):
@@ -190,7 +191,8 @@ def _open_git(root: Root, guards: Guards) -> bool:
     return False
 
 
-def _sweep(parent: int, done: tuple[str, ...], comps: list[str], removed: list[str], root_name: str) -> None:
+def _sweep(parent: int, done: tuple[str, ...], comps: list[str], existed: int, removed: list[str],
+           root_name: str) -> None:
     comp, rest = comps[0], comps[1:]
     for name in _expand(parent, comp):
         try:
@@ -201,9 +203,11 @@ def _sweep(parent: int, done: tuple[str, ...], comps: list[str], removed: list[s
         if rest and stat.S_ISDIR(st.st_mode):
             sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
             try:
-                _sweep(sub, here, rest, removed, root_name)
+                _sweep(sub, here, rest, existed, removed, root_name)
             finally:
                 os.close(sub)
+        elif len(done) < existed:
+            continue  # a level that was there at the start (a mount point for the command) changed: not its doing
         elif not rest or stat.S_ISLNK(st.st_mode):  # the path itself, or a link that would lead it elsewhere
             if stat.S_ISDIR(st.st_mode):
                 shutil.rmtree(name, dir_fd=parent)
