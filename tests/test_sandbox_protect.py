@@ -19,6 +19,7 @@ from rootbound.execution.summary import describe_commands
 from rootbound.sandbox import bwrap
 from tests.conftest import Harness, text_of
 from tests.test_commands_support import CommandServers
+from tests.test_sandbox_cwd import READ_ONLY, server_with
 
 pytestmark = [pytest.mark.anyio, pytest.mark.skipif(not bwrap.probe().ok, reason=f"bubblewrap unusable here: "
                                                     f"{bwrap.probe().detail} (.ci/run installs it)")]
@@ -166,6 +167,21 @@ async def test_a_symlink_at_a_guarded_place_refuses_commands(servers: CommandSer
     assert snapshot(repo) == before
 
 
+async def test_a_git_link_to_a_read_only_root_never_opens_it(servers: CommandServers, tmp_path: Path) -> None:
+    """`.git -> docs` (as `move` can make), where docs is a read-only root nested in the writable one: the guards
+    never bind it read-write, and the server creates nothing inside it."""
+    ws, docs = tmp_path / "workspace", tmp_path / "workspace" / "docs"
+    h = await server_with(servers, [{"name": "workspace", "path": str(ws)},
+                                    {"name": "docs", "path": str(docs), "allowed_tools": READ_ONLY}],
+                          {"allowed": "*", "sandbox": "bwrap"})
+    (docs / "manual.txt").write_text("manual\n")
+    (ws / ".git").symlink_to("docs")
+    error = await h.err("shell", command="echo x > docs/manual.txt; echo x > .git/manual.txt; mkdir -p .git/hooks",
+                        root="workspace")
+    assert "workspace:.git is a symbolic link" in error
+    assert os.listdir(docs) == ["manual.txt"] and (docs / "manual.txt").read_text() == "manual\n"
+
+
 def test_check_says_where_protected_paths_hold(tmp_path: Path) -> None:
     cfg = tmp_path / "c.yaml"
     cfg.write_text(f"roots: [{{name: w, path: {tmp_path}}}]\ncommands: {{allowed: '*', sandbox: landlock}}\n")
@@ -173,6 +189,11 @@ def test_check_says_where_protected_paths_hold(tmp_path: Path) -> None:
     text = "\n".join(lines)
     assert not problems
     assert "protected paths: NOT read-only for commands under Landlock alone" in text
+    helps = "commands.run_as (git's safe.directory ownership check then refuses repositories a command created)"
+    assert helps in text and "safe.bareRepository explicit" in text
     cfg.write_text(cfg.read_text().replace("landlock", "bwrap"))
     text = "\n".join(describe_commands(load_config(str(cfg), env={}))[0])
     assert "OS confinement: bubblewrap" in text and "renaming a parent cannot undo it" in text
+    assert "config, config.worktree, commondir, hooks, info, modules, worktrees (read-only)" in text
+    assert "NOT frozen for commands: repositories below the top of a root" in text and helps in text
+    assert "placeholder" not in text

@@ -26,8 +26,8 @@ from rootbound.config import Config
 from rootbound.execution.launch import Launch
 from rootbound.sandbox import bwrap, creds, landlock, limits, nofollow, seccomp
 from rootbound.sandbox.creds import RunAs
-from rootbound.sandbox.layout import DEVICES, SYSTEM_PATHS, Layout, is_under, layout
-from rootbound.sandbox.protect import Bind, Guards, guard_root, unenforced_rules
+from rootbound.sandbox.layout import DEVICES, SYSTEM_PATHS, Layout, is_under, layout, work_areas
+from rootbound.sandbox.protect import GIT_ENTRIES, Bind, Guards, guard_root, unenforced_rules
 from rootbound.sandbox.spawn import spawn_restricted
 
 __all__ = ["BwrapLauncher", "LandlockLauncher"]
@@ -53,33 +53,58 @@ class _Base:
         self.level = level
 
     def _protected_lines(self, enforced: bool) -> list[str]:
-        rules = self.config.protected_paths
-        if not rules:
-            return []
+        helps = ("what helps: commands.run_as (git's safe.directory ownership check then refuses repositories a "
+                 "command created) and `git config --global safe.bareRepository explicit`")
         if not enforced:
-            return ["  protected paths: NOT read-only for commands under Landlock alone (Landlock can only grant "
-                    "access, so it cannot carve them out of a writable root); install bubblewrap to enforce them"]
-        lines = ["  protected paths: read-only for commands at the top of each writable root (mount namespace; "
-                 "renaming a parent cannot undo it; missing ones are held by empty read-only placeholders while "
-                 "a command runs); deeper copies (e.g. vendor/x/.git/config) are protected from file tools only"]
-        skipped = unenforced_rules(rules)
+            return ["  git's configuration and protected paths: NOT read-only for commands under Landlock alone "
+                    "(Landlock can only grant access, so it cannot carve them out of a writable root): a command can "
+                    "change .git/config, .git/hooks or .bashrc, or create a repository, and the user's next git "
+                    f"command runs what it wrote; install bubblewrap to freeze them; {helps}"]
+        lines = ["  git's redirection points: frozen for commands at the top of each writable root, whatever "
+                 "protected_paths says: the .git entry (a directory cannot be renamed or replaced, a .git file is "
+                 f"read-only) and, in it, {', '.join(GIT_ENTRIES)} (read-only); a .git a command creates where there "
+                 "was none, and any of these it creates where missing, are removed when it ends (and reported)",
+                 "  protected paths: read-only for commands at the top of each writable root (mount namespace; "
+                 "renaming a parent cannot undo it); a missing one is not held by anything visible: what a command "
+                 "creates there is removed when it ends (and reported); a symbolic link at a guarded place (e.g. "
+                 ".git -> elsewhere) refuses every command until it is replaced",
+                 "  NOT frozen for commands: repositories below the top of a root (vendor/x/.git), or created there by "
+                 "a command, and deeper copies of protected paths (the file tools protect those): git run there by "
+                 f"the user runs what a command wrote; {helps}"]
+        skipped = unenforced_rules(self.config.protected_paths)
         if skipped:
             lines.append(f"  not enforced for commands (** before the last component): {', '.join(skipped)}")
+        return lines
+
+    def _cwd_lines(self) -> list[str]:
+        c = self.config.commands
+        roots = [os.path.realpath(r.path) for r in self.config.roots]
+        areas = work_areas(c.allowed_cwd_roots, roots)
+        lines = ["  working directory: " + ("any existing directory (commands.allowed_cwd_roots is unset)"
+                                            if not c.allowed_cwd_roots else "under commands.allowed_cwd_roots")
+                 + "; one outside the roots, work areas and read_paths is entered but shows nothing (" +
+                 ("no access to it under Landlock" if self.name == "landlock" else "an empty directory in its place")
+                 + "): choosing where a command starts never widens what it can read or write"]
+        if areas:
+            lines.append(f"  work areas (allowed_cwd_roots outside the roots; readable and writable for commands): "
+                         f"{', '.join(areas)}")
+        others = [e for e in c.allowed_cwd_roots if os.path.normpath(os.path.expanduser(e)) not in areas]
+        if others:
+            lines.append(f"  allowed_cwd_roots that are not work areas (inside a root, whose mode applies; `/`; or "
+                         f"named through a symbolic link: list the real path): {', '.join(others)}")
         return lines
 
     def _common_lines(self) -> list[str]:
         c = self.config.commands
         lines = [
-            "  reads: system directories (/usr, /etc, ...), the roots, the working directory"
+            "  reads: system directories (/usr, /etc, ...), the roots, the work areas"
             + (f", {', '.join(c.read_paths)}" if c.read_paths else "")
             + "; not home directories, /root, /run or other users' files",
-            "  writes: roots whose file tools include a writing tool, a private per-command TMPDIR"
+            "  writes: roots whose file tools include a writing tool, the work areas, a private per-command TMPDIR"
             + (f", {', '.join(c.write_paths)}" if c.write_paths else "")
             + "; other roots are read-only for commands too",
+            *self._cwd_lines(),
             _user_line(self.user),
-            *([] if c.allowed_cwd_roots else [
-                "  note: commands.allowed_cwd_roots is unset, so a command may start in any directory, and can "
-                "read the one it starts in: set it to the roots to keep commands (and their reads) inside them"]),
             f"  resource limits: {limits.describe(c.limits)}",
         ]
         readable = [os.path.realpath(p) for p in (*SYSTEM_PATHS, *c.read_paths)]
@@ -120,7 +145,8 @@ class LandlockLauncher(_Base):
                 "  signals: " + ("commands cannot signal the server or other commands (Landlock scope)"
                                  if self.level.scopes else "NOT scoped (Landlock ABI < 6)"),
                 *self._protected_lines(False),
-                "  not covered by Landlock alone: read-only roots nested inside writable roots are writable; "
+                "  not covered by Landlock alone: read-only roots nested inside writable roots or work areas are "
+                "writable; "
                 "processes that leave the process group and scrub their environment can outlive the call; "
                 "with the network allowed, pathname UNIX sockets (e.g. /run/docker.sock, if readable) can be "
                 "connected to; "

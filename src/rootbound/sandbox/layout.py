@@ -27,7 +27,7 @@ from rootbound.execution.launch import Launch
 from rootbound.execution.policy import policy_for
 from rootbound.roots import Root
 
-__all__ = ["DEVICES", "SYSTEM_PATHS", "WRITING_TOOLS", "Layout", "is_under", "layout"]
+__all__ = ["DEVICES", "SYSTEM_PATHS", "WRITING_TOOLS", "Layout", "is_under", "layout", "work_areas"]
 
 # Programs, libraries and configuration; never home directories, /root, /run (sockets) or /tmp.
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/sys",
@@ -68,7 +68,7 @@ def _existing(paths: Sequence[str]) -> tuple[str, ...]:
     return tuple(seen)
 
 
-def _work_areas(entries: Sequence[str], roots: Sequence[str]) -> tuple[str, ...]:
+def work_areas(entries: Sequence[str], roots: Sequence[str]) -> tuple[str, ...]:
     """The `allowed_cwd_roots` commands may write: not `/` (that would be the whole machine: it only lifts the
     check), not inside a root, and named without a symbolic link (which could be pointed elsewhere later)."""
     areas: dict[str, None] = {}
@@ -94,13 +94,13 @@ def layout(launch: Launch, config: CommandsConfig) -> Layout:
     readonly = tuple(r for r, w in depth if not w)
     read_paths = _existing([*SYSTEM_PATHS, *(os.path.expanduser(p) for p in config.read_paths)])
     write_paths = _existing([os.path.expanduser(p) for p in config.write_paths])
-    work_areas = _work_areas(config.allowed_cwd_roots, list(by_path))
+    areas = work_areas(config.allowed_cwd_roots, list(by_path))
     home = launch.env.get("HOME")
-    visible = (*read_paths, *write_paths, *work_areas, *by_path)
+    visible = (*read_paths, *write_paths, *areas, *by_path)
     cwd_visible = any(is_under(launch.cwd_path, p) for p in visible)
     wanted = [launch.executable, *(p.path for p in policy_for(config).paths)]
     programs = tuple(p for p in dict.fromkeys(wanted)
                      if os.path.isabs(p) and os.path.isfile(p) and not any(is_under(p, v) for v in visible))
     if home is None or not os.path.isabs(home) or not any(is_under(os.path.normpath(home), p) for p in visible):
         home = None
-    return Layout(writable, readonly, read_paths, write_paths, programs, work_areas, cwd_visible, home)
+    return Layout(writable, readonly, read_paths, write_paths, programs, areas, cwd_visible, home)
