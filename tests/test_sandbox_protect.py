@@ -197,3 +197,19 @@ def test_check_says_where_protected_paths_hold(tmp_path: Path) -> None:
     assert "config, config.worktree, commondir, hooks, info, modules, worktrees (read-only)" in text
     assert "NOT frozen for commands: repositories below the top of a root" in text and helps in text
     assert "placeholder" not in text
+
+
+async def test_what_a_timed_out_command_keeps_creating_is_removed(servers: CommandServers, tmp_path: Path) -> None:
+    """A timeout ends bubblewrap first and its processes just after; the sweep runs once they are all gone (it
+    waits for the sandbox's PID 1), so loops that keep recreating protected files leave nothing behind."""
+    ws = tmp_path / "workspace"
+    ws.mkdir()
+    h = await servers({"allowed": "*", "sandbox": "bwrap"})
+    for _ in range(3):
+        result = await h.call("shell", command="(while :; do touch .bashrc; done) & while :; do touch .profile; done",
+                              root="workspace", timeout=1)
+        got = result.structured_content
+        assert got is not None and got["timeout_seconds"] == 1
+        assert os.listdir(ws) == []
+        await anyio.sleep(0.2)
+        assert os.listdir(ws) == []

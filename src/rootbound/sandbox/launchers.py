@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import secrets
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
@@ -281,6 +283,7 @@ class BwrapLauncher(_Base):
         where = layout(launch, c)
         guards = Guards()
         areas: list[Bind] = []
+        info = os.pipe()  # bubblewrap writes its sandbox's PID 1 here: the sweep waits for it to be gone
         try:
             ids = {r.real_path: _identity(r.fd) for r in where.roots}
             for root in where.writable:
@@ -292,13 +295,17 @@ class BwrapLauncher(_Base):
             private_home = _home(env, where, bwrap.HOME)
             plan = bwrap.build(where, areas, guards, cwd_path=launch.cwd_path, network=c.network,
                                switch_user=self.user is not None)
-            argv = [bwrap.BWRAP, *plan.argv, *self._launcher(launch, where, private_home, plan.checks)]
+            argv = [bwrap.BWRAP, "--info-fd", str(info[1]), *plan.argv,
+                    *self._launcher(launch, where, private_home, plan.checks)]
         except BaseException:
             guards.close()
             _close(areas)
+            os.close(info[0])
+            os.close(info[1])
             raise
         return replace(launch, executable=bwrap.BWRAP, argv=argv, env=env,
-                       popen_options={"pass_fds": tuple(plan.pass_fds)}, cleanup=partial(_after_bwrap, guards, areas))
+                       popen_options={"pass_fds": (*plan.pass_fds, info[1])},
+                       cleanup=partial(_after_bwrap, guards, areas, info))
 
     def _launcher(self, launch: Launch, where: Layout, private_home: bool, checks: list[str]) -> list[str]:
         opts: list[str] = []
@@ -332,9 +339,34 @@ def _identity(fd: int) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
-def _after_bwrap(guards: Guards, areas: list[Bind]) -> list[str]:
-    """Once the command has ended (its PID namespace, and every process in it, is gone): release the descriptors,
-    and remove what it created where protected paths were missing."""
+def _after_bwrap(guards: Guards, areas: list[Bind], info: tuple[int, int]) -> list[str]:
+    """Once the command has ended: release the descriptors, and remove what it created where protected paths were
+    missing, once nothing of it can write any more (its PID namespace, and so every process in it, is gone)."""
     guards.close()
     _close(areas)
+    try:
+        os.close(info[1])
+        os.set_blocking(info[0], False)
+        try:
+            pid = json.loads(os.read(info[0], 4096).split(b"\n", 1)[0] or b"{}").get("child-pid")
+        except (OSError, ValueError):
+            pid = None  # bubblewrap never got as far as starting it
+    finally:
+        os.close(info[0])
+    if isinstance(pid, int) and guards.missing:
+        _wait_gone(pid)
     return guards.sweep()
+
+
+def _wait_gone(pid: int, seconds: float = 2.0) -> None:
+    """Wait until the sandbox's PID 1 is gone or a zombie (the kernel has then ended every other process in its
+    namespace). At once after a normal exit (bubblewrap waited for it); a few ms after a timeout killed bubblewrap."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                if f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X"):
+                    return
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            return
+        time.sleep(0.005)
