@@ -122,10 +122,12 @@ class Plan:
 def build(layout: Layout, work_areas: Sequence[Bind], guards: Guards, *, cwd_path: str, network: bool,
           switch_user: bool) -> Plan:
     """The view, in mount order: system directories, private /dev /proc /tmp, the directories leading to what
-    is bound next (0755, so a `run_as` user can pass), work areas, the launcher and programs, roots (parents
-    first), write_paths, guards (parents first), and the working directory: an empty one unless it is visible."""
+    is bound next (0755, so a `run_as` user can pass), read_paths inside /tmp, work areas, the launcher and
+    programs, roots (parents first), write_paths, guards (parents first), and the working directory: an empty
+    one unless it is visible."""
     argv = [*_namespace_flags(network, os.geteuid() == 0, switch_user)]
-    _ro(layout.read_paths, argv)
+    inside_private = [p for p in layout.read_paths if any(is_under(p, d) for d in (TMP, *_NO_DIR))]
+    _ro([p for p in layout.read_paths if p not in inside_private], argv)
     argv += ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", TMP]
     roots = [Bind(r.fd, r.real_path, layout.is_writable(r)) for r in layout.roots]
     visible = [*layout.read_paths, *(r.real_path for r in layout.roots), *layout.work_areas, *layout.write_paths,
@@ -134,10 +136,11 @@ def build(layout: Layout, work_areas: Sequence[Bind], guards: Guards, *, cwd_pat
     for path in launcher_paths():
         if not any(is_under(path, v) for v in (*visible, *needed)):
             needed.append(path)
-    for path in dict.fromkeys(os.path.dirname(p) for p in (*needed, *layout.programs, *(b.path for b in roots),
-                                                            *(b.path for b in work_areas))):
+    dests = (*inside_private, *needed, *layout.programs, *(b.path for b in (*roots, *work_areas)), *layout.write_paths)
+    for path in dict.fromkeys(os.path.dirname(p) for p in dests):
         if path not in ("/", TMP) and not any(is_under(path, v) for v in visible):
             argv += ["--perms", "0755", "--dir", path]
+    _ro(inside_private, argv)  # (bound before the private /tmp, it would be hidden by it)
     _binds(work_areas, argv)  # (never inside a root: a root keeps its own mode over a work area holding it)
     _ro(needed, argv)
     for path in layout.programs:  # a symlink is followed here: the program file itself appears at its path
