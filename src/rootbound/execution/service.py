@@ -159,7 +159,7 @@ async def execute(request: CommandRequest, *, config: Config, roots: Mapping[str
             queued = time.perf_counter()
             async with _limiter(config.commands.max_concurrent):
                 record["queued_ms"] = round((time.perf_counter() - queued) * 1000, 2)
-                # Wrapped only when its turn comes: a sandbox may hold resources (temp directory, placeholders).
+                # Wrapped only when its turn comes: a sandbox may hold resources (temp directory, descriptors).
                 try:
                     launch = launcher.wrap(Launch(executable, argv, workdir.fd, workdir.path, env,
                                                   roots=tuple(roots.values())))
