@@ -342,7 +342,6 @@ def _identity(fd: int) -> tuple[int, int]:
 def _after_bwrap(guards: Guards, areas: list[Bind], info: tuple[int, int]) -> list[str]:
     """Once the command has ended: release the descriptors, and remove what it created where protected paths were
     missing, once nothing of it can write any more (its PID namespace, and so every process in it, is gone)."""
-    guards.close()
     _close(areas)
     try:
         os.close(info[1])
@@ -353,9 +352,12 @@ def _after_bwrap(guards: Guards, areas: list[Bind], info: tuple[int, int]) -> li
             pid = None  # bubblewrap never got as far as starting it
     finally:
         os.close(info[0])
-    if isinstance(pid, int) and guards.missing:
-        _wait_gone(pid)
-    return guards.sweep()
+    try:
+        if isinstance(pid, int) and guards.missing:
+            _wait_gone(pid)
+        return guards.sweep()
+    finally:
+        guards.close()
 
 
 def _wait_gone(pid: int, seconds: float = 2.0) -> None:

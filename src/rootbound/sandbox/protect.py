@@ -65,6 +65,14 @@ class Guards:
     binds: dict[str, Bind] = field(default_factory=dict)
     # (root, the path's components, how many of them existed): what a command creates there is removed after it
     missing: list[tuple[Root, tuple[str, ...], int]] = field(default_factory=list)
+    # Our own handle on each root with a missing path, by its path (the root's own handle may be closed, and its
+    # number reused, before the command ends).
+    handles: dict[str, int] = field(default_factory=dict)
+
+    def note_missing(self, root: Root, parts: tuple[str, ...], existed: int) -> None:
+        if root.real_path not in self.handles:
+            self.handles[root.real_path] = os.dup(root.fd)
+        self.missing.append((root, parts, existed))
 
     def add(self, bind: Bind) -> int:
         """Take `bind` (and its descriptor); return the descriptor now held for its path."""
@@ -78,10 +86,11 @@ class Guards:
         return bind.fd
 
     def close(self) -> None:
-        for bind in self.binds.values():
+        for fd in (*(b.fd for b in self.binds.values()), *self.handles.values()):
             with contextlib.suppress(OSError):
-                os.close(bind.fd)
+                os.close(fd)
         self.binds.clear()
+        self.handles.clear()
 
     def sweep(self) -> list[str]:
         """Remove what now exists at the paths that were missing (run once the command's processes are gone);
@@ -89,7 +98,7 @@ class Guards:
         removed: list[str] = []
         for root, parts, existed in self.missing:
             with contextlib.suppress(OSError):
-                _sweep(root.fd, (), list(parts), existed, removed, root.name)
+                _sweep(self.handles[root.real_path], (), list(parts), existed, removed, root.name)
         return list(dict.fromkeys(removed))
 
 
@@ -143,7 +152,7 @@ def _walk(root: Root, guards: Guards, parent: int, done: tuple[str, ...], comps:
         found = _open(parent, name)
         if found is None:
             if not _GLOB & set(comp):
-                guards.missing.append((root, (*here, *rest), len(done)))
+                guards.note_missing(root, (*here, *rest), len(done))
             continue
         fd, st = found
         if stat.S_ISLNK(st.st_mode):
@@ -178,7 +187,7 @@ def _open_git(root: Root, guards: Guards) -> bool:
     one), anything else frozen (a worktree's `.git` file), a symlink refused."""
     found = _open(root.fd, ".git")
     if found is None:
-        guards.missing.append((root, (".git",), 0))
+        guards.note_missing(root, (".git",), 0)
         return False
     fd, st = found
     if stat.S_ISLNK(st.st_mode):
