@@ -66,6 +66,17 @@ async def test_git_hooks_and_config_cannot_be_changed(servers: CommandServers, r
     assert got["stdout"] == "1\n"
 
 
+async def test_a_commit_inside_holds_only_what_the_command_wrote(servers: CommandServers, repo: Path) -> None:
+    """`git add -A` inside a command sees no placeholder (.bashrc, .mcp.json, ...), and the host's git status
+    afterwards shows nothing deleted."""
+    h = await servers({"allowed": "*", "sandbox": "bwrap"})
+    got = await h.ok("shell", command="echo a > a.txt && git add -A && git -c user.name=t -c user.email=t@t "
+                                      "commit -qm a && git show --name-only --format= HEAD", root="workspace")
+    assert got["stdout"] == "a.txt\n"
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True, check=True)
+    assert status.stdout == ""
+
+
 async def test_moving_a_parent_away_cannot_undo_it(servers: CommandServers, repo: Path) -> None:
     hooks, config = snapshot(repo / ".git" / "hooks"), (repo / ".git" / "config").read_text()
     h = await servers({"allowed": "*", "sandbox": "bwrap"})
