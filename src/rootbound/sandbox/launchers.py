@@ -1,10 +1,11 @@
 """The two sandboxes as `Launcher`s: Landlock alone, and bubblewrap with Landlock inside.
 
-Both give a command the same layout (`layout.py`): read the system and the roots,
-write the writable roots and a private temp directory, no capabilities, the
-resource limits, and (when the server is root and `run_as` is set) another user.
-What only bubblewrap adds: read-only protected paths and read-only roots nested in
-writable ones (a mount namespace), private /tmp and /proc, a PID namespace that
+Both give a command the same layout (`layout.py`): read the system, the roots and
+the work areas, write the writable roots, the work areas and a private temp
+directory, no capabilities, the resource limits, and (when the server is root and
+`run_as` is set) another user. What only bubblewrap adds: git's redirection points
+and protected paths read-only (`protect.py`), read-only roots nested in writable
+ones (a mount namespace), private /tmp and /proc, a PID namespace that
 ends leftover processes, a network namespace (UDP too), and chmod/chown outside
 the roots impossible (read-only mounts).
 """
