@@ -72,7 +72,8 @@ class _Base:
                  "creates there is removed when it ends (and reported); a symbolic link at a guarded place (e.g. "
                  ".git -> elsewhere) refuses every command until it is replaced",
                  "  NOT frozen for commands: repositories below the top of a root (vendor/x/.git), or created there by "
-                 "a command, and deeper copies of protected paths (the file tools protect those): git run there by "
+                 "a command, repositories in work areas, and deeper copies of protected paths (the file tools protect "
+                 "those): git run there by "
                  f"the user runs what a command wrote; {helps}"]
         skipped = unenforced_rules(self.config.protected_paths)
         if skipped:
