@@ -50,19 +50,20 @@ async def test_backward_compatibility_without_cwd(servers: CommandServers, tmp_p
 async def test_relative_cwd_runs_in_that_folder(servers: CommandServers, monorepo: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(monorepo)
-    h = await servers(env={"ALLOWED_COMMANDS": "ls,pwd"})
+    # Served, as `rootbound` started in the monorepo serves it: a sandboxed command sees only what it may read.
+    h = await servers(env={"ALLOWED_COMMANDS": "ls,pwd"}, roots={"monorepo": monorepo})
     got = await h.ok("execute_command", command="ls", cwd="frontend")
     assert (got["exit_code"], got["stdout"], got["stderr"]) == (0, "package.json\n", "")
     assert (await h.ok("execute_command", command="pwd", cwd="frontend"))["stdout"] == f"{monorepo}/frontend\n"
 
 
 async def test_relative_cwd_uses_project_dir_when_configured(servers: CommandServers, monorepo: Path) -> None:
-    h = await servers({"allowed": ["ls"]}, project_dir=str(monorepo))
+    h = await servers({"allowed": ["ls"]}, project_dir=str(monorepo), roots={"monorepo": monorepo})
     assert (await h.ok("execute_command", command="ls", cwd="frontend"))["stdout"] == "package.json\n"
 
 
 async def test_absolute_cwd(servers: CommandServers, monorepo: Path) -> None:
-    h = await servers(env={"ALLOWED_COMMANDS": "ls"})
+    h = await servers(env={"ALLOWED_COMMANDS": "ls"}, roots={"monorepo": monorepo})
     got = await h.ok("execute_command", command="ls -a", cwd=str(monorepo / "frontend"))
     assert got["stdout"] == ".\n..\npackage.json\n"
     assert got["working_directory"] == str(monorepo / "frontend")

@@ -126,8 +126,9 @@ CONNECT = PYTHON + " -c \"import socket; s = socket.socket(socket.AF_UNIX); s.co
 @pytest.mark.parametrize("sandbox", SANDBOXES)
 async def test_no_unix_socket_outside_the_roots(servers: CommandServers, listener: tuple[Path, socket.socket],
                                                 sandbox: str) -> None:
-    """A working directory outside the roots (or the server's own) is visible to the command, sockets included; a
-    read-only bind does not stop connect(). With the network off, no UNIX socket can be created at all."""
+    """A directory the command can see (read_paths here; under Landlock alone also its working directory outside the
+    roots) shows its sockets too, and a read-only bind does not stop connect(). With the network off, no UNIX socket
+    can be created at all."""
     where, sock = listener
     h = await servers({"allowed": "*", "sandbox": sandbox})
     command = CONNECT.format(p=where / "agent.sock")
@@ -140,7 +141,7 @@ async def test_no_unix_socket_outside_the_roots(servers: CommandServers, listene
                      "a.send(b'ok'); print(b.recv(2).decode())\"", root="workspace")
     assert got["stdout"] == "ok\n"
     # Control: with the network allowed, the same command does connect.
-    h = await servers({"allowed": "*", "sandbox": sandbox, "network": True})
+    h = await servers({"allowed": "*", "sandbox": sandbox, "network": True, "read_paths": [str(where)]})
     got = await h.ok("execute_command", command=command, cwd=str(where))
     assert got["stdout"] == "CONNECTED\n" and _accepted(sock)
 

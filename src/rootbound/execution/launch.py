@@ -45,7 +45,9 @@ class Launch:
     # Set by a sandbox: start the command this way instead of the event loop's subprocess support.
     spawn: Callable[[Launch], Awaitable[Child]] | None = None
     popen_options: Mapping[str, Any] = field(default_factory=dict)  # extra subprocess options (pass_fds, user)
-    cleanup: Callable[[], None] | None = None  # run once the command has ended; quick (no waiting on the loop)
+    # Run once the command has ended; quick (no waiting on the loop). Returns what the sandbox removed afterwards
+    # (protected paths the command created, as "root:path"), which the result reports.
+    cleanup: Callable[[], Sequence[str] | None] | None = None
 
 
 class Launcher(Protocol):

@@ -12,7 +12,7 @@ import os
 import time
 import weakref
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -54,6 +54,7 @@ class Outcome:
     result: RunResult
     working_directory: str
     timeout: int
+    removed: list[str] = field(default_factory=list)  # protected paths the command created, removed after it
 
 
 _limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, asyncio.Semaphore]] = \
@@ -173,12 +174,13 @@ async def execute(request: CommandRequest, *, config: Config, roots: Mapping[str
                 if _identity(workdir) != checked:
                     raise ToolError(f"the working directory {workdir.shown} was replaced or moved while the command "
                                     "waited for its turn; nothing was run. Try again")
-                # Wrapped only when its turn comes: a sandbox may hold resources (temp directory, placeholders).
+                # Wrapped only when its turn comes: a sandbox may hold resources (temp directory, descriptors).
                 try:
                     launch = launcher.wrap(Launch(executable, argv, workdir.fd, workdir.path, env,
                                                   roots=tuple(roots.values())))
                 except OSError as exc:
                     raise ToolError(f"cannot set up the command sandbox: {exc}; nothing was run") from None
+                removed: list[str] = []
                 try:
                     result = await run(launch, timeout=timeout, max_output=config.commands.max_output_size,
                                        command_id=command_id,
@@ -186,7 +188,9 @@ async def execute(request: CommandRequest, *, config: Config, roots: Mapping[str
                                        progress=ProgressFeed(progress) if progress is not None else None)
                 finally:
                     if launch.cleanup is not None:
-                        launch.cleanup()  # quick by contract (slow work goes to a thread of its own)
+                        removed = list(launch.cleanup() or ())  # quick by contract (slow work: a thread of its own)
+                        if removed:
+                            record["removed"] = removed
             finally:
                 workdir.close()
         record.update(decision="allowed", outcome="timed_out" if result.timed_out else "exited",
@@ -206,4 +210,4 @@ async def execute(request: CommandRequest, *, config: Config, roots: Mapping[str
     finally:
         record["duration_ms"] = round((time.perf_counter() - start) * 1000, 2)
         write_audit(record, config.commands.audit_log)
-    return Outcome(result, workdir.shown, timeout)
+    return Outcome(result, workdir.shown, timeout, removed)

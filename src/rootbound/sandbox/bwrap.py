@@ -1,10 +1,11 @@
 """bubblewrap: the command line that builds one command's private view of the machine, and the probe.
 
 The view: the system directories read-only; a fresh /dev, /proc (only the
-sandbox's own processes) and /tmp (the private temp directory); each root bound
-by its open handle (read-write or read-only), so a path swapped after the check
-cannot redirect a bind; protected paths frozen on top (`protect.py`); new PID,
-IPC, UTS and cgroup namespaces, and a network namespace unless
+sandbox's own processes) and /tmp (the private temp directory); each root, work
+area and guard (`protect.py`) bound by an open descriptor, so no source path is
+resolved again after the check (the launcher inside checks that each landed at its
+destination: `exec.py`); a working directory outside all of that is an empty
+directory; new PID, IPC, UTS and cgroup namespaces, and a network namespace unless
 `commands.network`; a new session; all capabilities dropped when run as root; and
 `--die-with-parent`, so nothing in it outlives the server, while the PID namespace
 ends every process left behind (`setsid sleep 1000 &`) as soon as the command exits.
@@ -24,14 +25,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rootbound.sandbox.layout import Layout, is_under
-from rootbound.sandbox.protect import Guards
+from rootbound.sandbox.protect import Bind, Guards
 
-__all__ = ["BWRAP", "HOME", "TMP", "Probe", "build", "launcher_argv", "launcher_paths", "probe"]
+__all__ = ["BWRAP", "HOME", "TMP", "Plan", "Probe", "build", "launcher_argv", "launcher_paths", "probe"]
 
 BWRAP = shutil.which("bwrap", path="/usr/bin:/bin:/usr/local/bin:/usr/sbin:/sbin")
 TMP = "/tmp"
 HOME = "/tmp/home"
-_NEVER_BIND_CWD = ("/proc", "/dev", "/sys")
+_NO_DIR = ("/proc", "/dev")  # kernel file systems: a working directory there is entered as it is
 
 
 @dataclass(frozen=True)
@@ -49,8 +50,10 @@ def _namespace_flags(network: bool, as_root: bool, switch_user: bool = False) ->
     if not network:
         flags.append("--unshare-net")
     if as_root:
-        flags += ["--cap-drop", "ALL"]
-        if switch_user:  # kept for the launcher only, which becomes commands.run_as and then drops them
+        # Kept for the launcher only, which drops every capability before it executes the command:
+        # DAC_READ_SEARCH to check each bind whatever the permissions on the way, SETUID/SETGID to become run_as.
+        flags += ["--cap-drop", "ALL", "--cap-add", "CAP_DAC_READ_SEARCH"]
+        if switch_user:
             flags += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     return flags
 
@@ -106,33 +109,55 @@ def _ro(paths: Sequence[str], out: list[str]) -> None:
             out += ["--ro-bind", path, path]
 
 
-def build(layout: Layout, guards: Guards, *, cwd_fd: int, cwd_path: str, network: bool,
-          switch_user: bool) -> tuple[list[str], list[int]]:
-    """(bubblewrap's arguments up to and including `--`, the descriptors it must inherit)."""
+def _binds(binds: Sequence[Bind], out: list[str]) -> None:
+    for bind in binds:
+        out += ["--bind-fd" if bind.writable else "--ro-bind-fd", str(bind.fd), bind.path]
+
+
+@dataclass(frozen=True)
+class Plan:
+    argv: list[str]  # bubblewrap's arguments up to and including `--`
+    pass_fds: list[int]  # the descriptors it must inherit
+    checks: list[str]  # for the launcher's --bound: MODE:DEV:INO:PATH of every bind made by descriptor
+
+
+def build(layout: Layout, work_areas: Sequence[Bind], guards: Guards, *, cwd_path: str, network: bool,
+          switch_user: bool) -> Plan:
+    """The view, in mount order: system directories, private /dev /proc /tmp, the directories leading to what
+    is bound next (0755, so a `run_as` user can pass), read_paths inside /tmp, work areas, the launcher and
+    programs, roots (parents first), write_paths, guards (parents first), and the working directory: an empty
+    one unless it is visible."""
     argv = [*_namespace_flags(network, os.geteuid() == 0, switch_user)]
-    pass_fds: list[int] = []
-    _ro(layout.read_paths, argv)
+    inside_private = [p for p in layout.read_paths if any(is_under(p, d) for d in (TMP, *_NO_DIR))]
+    _ro([p for p in layout.read_paths if p not in inside_private], argv)
     argv += ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", TMP]
-    visible = [*layout.read_paths, *(r.real_path for r in layout.roots)]
+    roots = [Bind(r.fd, r.real_path, layout.is_writable(r)) for r in layout.roots]
+    visible = [*layout.read_paths, *(r.real_path for r in layout.roots), *layout.work_areas, *layout.write_paths,
+               "/dev", "/proc"]
     needed: list[str] = []
     for path in launcher_paths():
         if not any(is_under(path, v) for v in (*visible, *needed)):
             needed.append(path)
+    dests = (*inside_private, *needed, *layout.programs, *(b.path for b in (*roots, *work_areas)), *layout.write_paths)
+    for path in dict.fromkeys(os.path.dirname(p) for p in dests):
+        if path not in ("/", TMP) and not any(is_under(path, v) for v in visible):
+            argv += ["--perms", "0755", "--dir", path]
+    _ro(inside_private, argv)  # (bound before the private /tmp, it would be hidden by it)
+    _binds(work_areas, argv)  # (never inside a root: a root keeps its own mode over a work area holding it)
     _ro(needed, argv)
-    if not layout.cwd_in_root and cwd_path != "/" and not any(
-            is_under(cwd_path, p) for p in (*layout.read_paths, *_NEVER_BIND_CWD)):
-        argv += ["--ro-bind-fd", str(cwd_fd), cwd_path]
-        pass_fds.append(cwd_fd)
     for path in layout.programs:  # a symlink is followed here: the program file itself appears at its path
         argv += ["--ro-bind", path, path]
-    for root in layout.roots:
-        argv += ["--bind-fd" if layout.is_writable(root) else "--ro-bind-fd", str(root.fd), root.real_path]
-        pass_fds.append(root.fd)
+    _binds(roots, argv)
     for path in layout.write_paths:
         argv += ["--bind", path, path]
-    for path in sorted(guards.keep, key=lambda p: p.count("/")):
-        argv += ["--bind", path, path]
-    for path in sorted(guards.freeze, key=lambda p: p.count("/")):
-        argv += ["--ro-bind", path, path]
+    guarded = sorted(guards.binds.values(), key=lambda b: b.path.count("/"))
+    _binds(guarded, argv)
+    by_fd = [*work_areas, *roots, *guarded]
+    if not layout.cwd_visible and cwd_path != "/" and not any(is_under(cwd_path, p) for p in _NO_DIR):
+        argv += ["--perms", "0755", "--dir", cwd_path]  # entered, but empty: choosing it widens nothing
     argv += ["--chdir", cwd_path, "--"]
-    return argv, pass_fds
+    checks = []
+    for bind in by_fd:
+        st = os.fstat(bind.fd)
+        checks.append(f"{'rw' if bind.writable else 'ro'}:{st.st_dev}:{st.st_ino}:{bind.path}")
+    return Plan(argv, [b.fd for b in by_fd], checks)

@@ -8,6 +8,10 @@ before bubblewrap starts; this small program applies it afterwards, inside:
 options (all repeatable but --cwd/--net/--abi):
     --cwd DEV:INO    the working directory must be this inode (it was checked on a handle
                      in the server; bubblewrap enters it by path, so a swap is caught here)
+    --bound MODE:DEV:INO:PATH   bubblewrap bound this inode (by descriptor) at PATH; it resolved
+                     PATH itself, so a symlink swapped in could have sent the mount elsewhere:
+                     PATH, looked up without following any symlink, must be a mount of that
+                     inode, read-only when MODE is ro, or nothing is run
     --limit RES:VAL  setrlimit(RES, (VAL, VAL))
     --user UID:GID:G1,G2   become this user (bubblewrap runs as root and keeps only CAP_SETUID/SETGID
                      for this), then drop every capability
@@ -30,12 +34,19 @@ import os
 import resource
 import sys
 
-from rootbound.sandbox import creds, landlock, seccomp
+from rootbound.sandbox import creds, landlock, nofollow, seccomp
+
+TYPE_CHECKING = False  # see landlock.py: the launcher must not import typing
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 __all__ = ["main"]
 
+_MOVED = ("a root or a protected path changed while the sandbox was being built (renamed, or replaced by a symbolic "
+          "link), so it could not be confined as checked; nothing was run. Try again")
 
-def _fail(message: str, code: int = 126) -> None:
+
+def _fail(message: str, code: int = 126) -> NoReturn:
     os.write(2, f"rootbound sandbox: {message}\n".encode(errors="replace"))
     os._exit(code)
 
@@ -51,6 +62,42 @@ def _parse(args: list[str]) -> tuple[dict[str, list[str]], list[str]]:
     return options, args[i + 1:]
 
 
+def _mount_id(fd: int) -> bytes:
+    info = os.open(f"/proc/self/fdinfo/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        text = os.read(info, 4096)
+    finally:
+        os.close(info)
+    return text.split(b"mnt_id:", 1)[1].split(b"\n", 1)[0].strip()
+
+
+def _check_bound(item: str) -> None:
+    mode, dev, ino, path = item.split(":", 3)
+    try:
+        parent, entry = nofollow.open_path(path)
+    except OSError:
+        _fail(_MOVED)
+    try:
+        st = os.fstat(entry)
+        landed = (f"{st.st_dev}:{st.st_ino}" == f"{dev}:{ino}" and _mount_id(entry) != _mount_id(parent)
+                  and (mode != "ro" or os.fstatvfs(entry).f_flag & os.ST_RDONLY))
+    finally:
+        os.close(parent)
+        os.close(entry)
+    if not landed:
+        _fail(_MOVED)
+
+
+def _make_home(path: str) -> None:
+    """The private HOME: new, or one this user already made in this /tmp (never someone else's, never a link)."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        st = os.stat(path, follow_symlinks=False)
+        if (st.st_mode & 0o170000) != 0o040000 or st.st_uid != os.geteuid():
+            _fail(f"{path} exists and is not this user's directory")
+
+
 def _run(args: list[str]) -> None:
     options, command = _parse(args)
     if len(command) < 2:
@@ -59,6 +106,8 @@ def _run(args: list[str]) -> None:
         st = os.stat(".")
         if f"{st.st_dev}:{st.st_ino}" != want:
             _fail("the working directory changed between the check and the start; nothing was run")
+    for item in options.get("bound", []):  # before the user switch: CAP_DAC_READ_SEARCH sees every path
+        _check_bound(item)
     for item in options.get("limit", []):
         res, value = (int(v) for v in item.split(":"))
         resource.setrlimit(res, (value, value))
@@ -78,7 +127,7 @@ def _run(args: list[str]) -> None:
         os.setresuid(int(uid), int(uid), int(uid))
     creds.drop_capabilities()
     for path in options.get("mkdir", []):
-        os.makedirs(path, 0o700, exist_ok=True)
+        _make_home(path)
     kinds = {kind for value in options.get("seccomp", []) for kind in value.split(",")}
     if kinds - {"sockets", "setid", "metadata"}:
         _fail(f"bad --seccomp {','.join(sorted(kinds))}")

@@ -1,30 +1,36 @@
 """The two sandboxes as `Launcher`s: Landlock alone, and bubblewrap with Landlock inside.
 
-Both give a command the same layout (`layout.py`): read the system and the roots,
-write the writable roots and a private temp directory, no capabilities, the
-resource limits, and (when the server is root and `run_as` is set) another user.
-What only bubblewrap adds: read-only protected paths and read-only roots nested in
-writable ones (a mount namespace), private /tmp and /proc, a PID namespace that
+Both give a command the same layout (`layout.py`): read the system, the roots and
+the work areas, write the writable roots, the work areas and a private temp
+directory, no capabilities, the resource limits, and (when the server is root and
+`run_as` is set) another user. What only bubblewrap adds: git's redirection points
+and protected paths read-only (`protect.py`), read-only roots nested in writable
+ones (a mount namespace), private /tmp and /proc, a PID namespace that
 ends leftover processes, a network namespace, and no metadata change (chmod, chown,
 xattrs, timestamps) outside the writable areas (read-only mounts).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import json
 import os
 import secrets
 import shutil
 import tempfile
 import threading
+import time
+from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
 
 from rootbound.config import Config
 from rootbound.execution.launch import Launch
-from rootbound.sandbox import bwrap, creds, landlock, limits, seccomp
+from rootbound.sandbox import bwrap, creds, landlock, limits, nofollow, seccomp
 from rootbound.sandbox.creds import RunAs
-from rootbound.sandbox.layout import DEVICES, SYSTEM_PATHS, Layout, is_under, layout
-from rootbound.sandbox.protect import Guards, guard_root, unenforced_rules
+from rootbound.sandbox.layout import DEVICES, SYSTEM_PATHS, Layout, is_under, layout, work_areas
+from rootbound.sandbox.protect import GIT_ENTRIES, Bind, Guards, guard_root, unenforced_rules
 from rootbound.sandbox.spawn import spawn_restricted
 
 __all__ = ["BwrapLauncher", "LandlockLauncher"]
@@ -55,33 +61,59 @@ class _Base:
         return self.user is None and os.geteuid() == 0
 
     def _protected_lines(self, enforced: bool) -> list[str]:
-        rules = self.config.protected_paths
-        if not rules:
-            return []
+        helps = ("what helps: commands.run_as (git's safe.directory ownership check then refuses repositories a "
+                 "command created) and `git config --global safe.bareRepository explicit`")
         if not enforced:
-            return ["  protected paths: NOT read-only for commands under Landlock alone (Landlock can only grant "
-                    "access, so it cannot carve them out of a writable root); install bubblewrap to enforce them"]
-        lines = ["  protected paths: read-only for commands at the top of each writable root (mount namespace; "
-                 "renaming a parent cannot undo it; missing ones are held by empty read-only placeholders while "
-                 "a command runs); deeper copies (e.g. vendor/x/.git/config) are protected from file tools only"]
-        skipped = unenforced_rules(rules)
+            return ["  git's configuration and protected paths: NOT read-only for commands under Landlock alone "
+                    "(Landlock can only grant access, so it cannot carve them out of a writable root): a command can "
+                    "change .git/config, .git/hooks or .bashrc, or create a repository, and the user's next git "
+                    f"command runs what it wrote; install bubblewrap to freeze them; {helps}"]
+        lines = ["  git's redirection points: frozen for commands at the top of each writable root, whatever "
+                 "protected_paths says: the .git entry (a directory cannot be renamed or replaced, a .git file is "
+                 f"read-only) and, in it, {', '.join(GIT_ENTRIES)} (read-only); a .git a command creates where there "
+                 "was none, and any of these it creates where missing, are removed when it ends (and reported)",
+                 "  protected paths: read-only for commands at the top of each writable root (mount namespace; "
+                 "renaming a parent cannot undo it); a missing one is not held by anything visible: what a command "
+                 "creates there is removed when it ends (and reported); a symbolic link at a guarded place (e.g. "
+                 ".git -> elsewhere) refuses every command until it is replaced",
+                 "  NOT frozen for commands: repositories below the top of a root (vendor/x/.git), or created there by "
+                 "a command, repositories in work areas, and deeper copies of protected paths (the file tools protect "
+                 "those): git run there by "
+                 f"the user runs what a command wrote; {helps}"]
+        skipped = unenforced_rules(self.config.protected_paths)
         if skipped:
             lines.append(f"  not enforced for commands (** before the last component): {', '.join(skipped)}")
+        return lines
+
+    def _cwd_lines(self) -> list[str]:
+        c = self.config.commands
+        roots = [os.path.realpath(r.path) for r in self.config.roots]
+        areas = work_areas(c.allowed_cwd_roots, roots)
+        lines = ["  working directory: " + ("any existing directory (commands.allowed_cwd_roots is unset)"
+                                            if not c.allowed_cwd_roots else "under commands.allowed_cwd_roots")
+                 + "; one outside the roots, work areas and read_paths is entered but shows nothing (" +
+                 ("no access to it under Landlock" if self.name == "landlock" else "an empty directory in its place")
+                 + "): choosing where a command starts never widens what it can read or write"]
+        if areas:
+            lines.append(f"  work areas (allowed_cwd_roots outside the roots; readable and writable for commands): "
+                         f"{', '.join(areas)}")
+        others = [e for e in c.allowed_cwd_roots if os.path.normpath(os.path.expanduser(e)) not in areas]
+        if others:
+            lines.append(f"  allowed_cwd_roots that are not work areas (inside a root, whose mode applies; `/`; or "
+                         f"named through a symbolic link: list the real path): {', '.join(others)}")
         return lines
 
     def _common_lines(self) -> list[str]:
         c = self.config.commands
         lines = [
-            "  reads: system directories (/usr, /etc, ...), the roots, the working directory"
+            "  reads: system directories (/usr, /etc, ...), the roots, the work areas"
             + (f", {', '.join(c.read_paths)}" if c.read_paths else "")
             + "; not home directories, /root, /run or other users' files",
-            "  writes: roots whose file tools include a writing tool, a private per-command TMPDIR"
+            "  writes: roots whose file tools include a writing tool, the work areas, a private per-command TMPDIR"
             + (f", {', '.join(c.write_paths)}" if c.write_paths else "")
             + "; other roots are read-only for commands too",
+            *self._cwd_lines(),
             _user_line(self.user),
-            *([] if c.allowed_cwd_roots else [
-                "  note: commands.allowed_cwd_roots is unset, so a command may start in any directory, and can "
-                "read the one it starts in: set it to the roots to keep commands (and their reads) inside them"]),
             f"  resource limits: {limits.describe(c.limits)}",
         ]
         readable = [os.path.realpath(p) for p in (*SYSTEM_PATHS, *c.read_paths)]
@@ -144,7 +176,8 @@ class LandlockLauncher(_Base):
                 "  signals: " + ("commands cannot signal the server or other commands (Landlock scope)"
                                  if self.level.scopes else "NOT scoped (Landlock ABI < 6)"),
                 *self._protected_lines(False),
-                "  not covered by Landlock alone: read-only roots nested inside writable roots are writable; "
+                "  not covered by Landlock alone: read-only roots nested inside writable roots or work areas are "
+                "writable; "
                 "processes that leave the process group and scrub their environment can outlive the call; "
                 "with the network allowed, pathname UNIX sockets (e.g. /run/docker.sock, if readable) can be "
                 "connected to; "
@@ -154,6 +187,7 @@ class LandlockLauncher(_Base):
         c = self.config.commands
         where = layout(launch, c)
         base = _private_dir()
+        areas: list[Bind] = []
         try:
             home = os.path.join(base, ".home")
             os.mkdir(home, 0o700)
@@ -169,19 +203,48 @@ class LandlockLauncher(_Base):
             rules += [landlock.Rule(landlock.FS_READ, fd=r.fd) for r in where.readonly]
             rules += [landlock.Rule(landlock.FS_WRITE, fd=r.fd) for r in where.writable]
             rules += [landlock.Rule(landlock.FS_WRITE, path=p) for p in (*where.write_paths, base)]
-            if not where.cwd_in_root and launch.cwd_path != "/":
-                rules.append(landlock.Rule(landlock.FS_READ, fd=launch.cwd_fd))
+            areas = _open_areas(where.work_areas)
+            rules += [landlock.Rule(landlock.FS_WRITE, fd=a.fd) for a in areas]
+            # (No rule for a working directory outside all of this: the command starts there and sees nothing.)
             prefix = limits.prlimit_argv(c.limits)
             after = None if prefix else partial(limits.apply_to_pid, values=limits.pairs(c.limits))
             restrict = partial(_restrict, rules=rules, network=c.network, user=self.user, level=self.level,
                                metadata=self.stays_root)
         except BaseException:
+            _close(areas)
             _remove(base)
             raise
         argv = [*prefix, launch.executable, *launch.argv[1:]] if prefix else list(launch.argv)
         return replace(launch, executable=prefix[0] if prefix else launch.executable, argv=argv, env=env,
                        spawn=partial(spawn_restricted, restrict=restrict, after_start=after),
-                       cleanup=partial(_remove, base))
+                       cleanup=partial(_after_landlock, base, areas))
+
+
+def _open_areas(paths: Sequence[str]) -> list[Bind]:
+    """The work areas, each opened without following a symlink (the descriptor is what gets granted or bound)."""
+    areas: list[Bind] = []
+    for path in paths:
+        try:
+            parent, fd = nofollow.open_path(path)
+        except OSError:
+            _close(areas)
+            raise OSError(errno.ESTALE, "a commands.allowed_cwd_roots work area was replaced or removed "
+                                        "meanwhile") from None
+        os.close(parent)
+        areas.append(Bind(fd, path, writable=True))
+    return areas
+
+
+def _close(binds: Sequence[Bind]) -> None:
+    for bind in binds:
+        with contextlib.suppress(OSError):
+            os.close(bind.fd)
+
+
+def _after_landlock(base: str, areas: list[Bind]) -> list[str]:
+    _close(areas)
+    _remove(base)
+    return []
 
 
 def _private_dir() -> str:
@@ -257,24 +320,38 @@ class BwrapLauncher(_Base):
         c = self.config.commands
         where = layout(launch, c)
         guards = Guards()
+        areas: list[Bind] = []
+        info = os.pipe()  # bubblewrap writes its sandbox's PID 1 here: the sweep waits for it to be gone
         try:
+            ids = {r.real_path: _identity(r.fd) for r in where.roots}
             for root in where.writable:
-                guard_root(root, self.config.protected_paths, guards)
+                others = {i for path, i in ids.items() if path != root.real_path}
+                guard_root(root, self.config.protected_paths, guards, stop=others)
+            areas = _open_areas(where.work_areas)
             env = dict(launch.env)
             env["TMPDIR"] = bwrap.TMP
             private_home = _home(env, where, bwrap.HOME)
-            argv, pass_fds = bwrap.build(where, guards, cwd_fd=launch.cwd_fd, cwd_path=launch.cwd_path,
-                                         network=c.network, switch_user=self.user is not None)
-            argv = [bwrap.BWRAP, *argv, *self._launcher(launch, where, private_home)]
+            plan = bwrap.build(where, areas, guards, cwd_path=launch.cwd_path, network=c.network,
+                               switch_user=self.user is not None)
+            argv = [bwrap.BWRAP, "--info-fd", str(info[1]), *plan.argv,
+                    *self._launcher(launch, where, private_home, plan.checks)]
         except BaseException:
-            guards.release()
+            guards.close()
+            _close(areas)
+            os.close(info[0])
+            os.close(info[1])
             raise
         return replace(launch, executable=bwrap.BWRAP, argv=argv, env=env,
-                       popen_options={"pass_fds": tuple(pass_fds)}, cleanup=guards.release)
+                       popen_options={"pass_fds": (*plan.pass_fds, info[1])},
+                       cleanup=partial(_after_bwrap, guards, areas, info))
 
-    def _launcher(self, launch: Launch, where: Layout, private_home: bool) -> list[str]:
-        st = os.fstat(launch.cwd_fd)
-        opts = ["--cwd", f"{st.st_dev}:{st.st_ino}"]
+    def _launcher(self, launch: Launch, where: Layout, private_home: bool, checks: list[str]) -> list[str]:
+        opts: list[str] = []
+        if where.cwd_visible:  # (else it is an empty directory of the sandbox's own: nothing to check)
+            st = os.fstat(launch.cwd_fd)
+            opts += ["--cwd", f"{st.st_dev}:{st.st_ino}"]
+        for item in checks:
+            opts += ["--bound", item]
         for res, value in limits.pairs(self.config.commands.limits):
             opts += ["--limit", f"{res}:{value}"]
         if self.user is not None:
@@ -289,12 +366,49 @@ class BwrapLauncher(_Base):
             opts += ["--abi", str(self.level.abi), "--net", "1" if self.config.commands.network else "0"]
             for path in (*where.read_paths, *where.programs, "/proc", *(r.real_path for r in where.readonly)):
                 opts += ["--read", path]
-            if not where.cwd_in_root and launch.cwd_path != "/":
-                opts += ["--read", launch.cwd_path]
-            for path in (*(r.real_path for r in where.writable), *where.write_paths, bwrap.TMP):
+            for path in (*(r.real_path for r in where.writable), *where.work_areas, *where.write_paths, bwrap.TMP):
                 opts += ["--write", path]
             for path in DEVICES:
                 opts += ["--device", path]
             opts += ["--list", "/dev"]
         return [*bwrap.launcher_argv(), *opts, "--", launch.executable, *launch.argv]
 
+
+def _identity(fd: int) -> tuple[int, int]:
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
+
+
+def _after_bwrap(guards: Guards, areas: list[Bind], info: tuple[int, int]) -> list[str]:
+    """Once the command has ended: release the descriptors, and remove what it created where protected paths were
+    missing, once nothing of it can write any more (its PID namespace, and so every process in it, is gone)."""
+    _close(areas)
+    try:
+        os.close(info[1])
+        os.set_blocking(info[0], False)
+        try:
+            pid = json.loads(os.read(info[0], 4096).split(b"\n", 1)[0] or b"{}").get("child-pid")
+        except (OSError, ValueError):
+            pid = None  # bubblewrap never got as far as starting it
+    finally:
+        os.close(info[0])
+    try:
+        if isinstance(pid, int) and guards.missing:
+            _wait_gone(pid)
+        return guards.sweep()
+    finally:
+        guards.close()
+
+
+def _wait_gone(pid: int, seconds: float = 2.0) -> None:
+    """Wait until the sandbox's PID 1 is gone or a zombie (the kernel has then ended every other process in its
+    namespace). At once after a normal exit (bubblewrap waited for it); a few ms after a timeout killed bubblewrap."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                if f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X"):
+                    return
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            return
+        time.sleep(0.005)

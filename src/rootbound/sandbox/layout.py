@@ -1,8 +1,12 @@
 """What one sandboxed command may see and change, whichever sandbox enforces it.
 
 * read and execute: the system directories (below), `commands.read_paths`, every
-  root, and the working directory;
-* write: the writable roots, `commands.write_paths`, and a private temp directory;
+  root, and the work areas;
+* write: the writable roots, `commands.write_paths`, the work areas
+  (`commands.allowed_cwd_roots`, except parts of roots: a root keeps its own mode), and
+  a private temp directory;
+* a working directory outside all of these is entered, but nothing in it is visible
+  (choosing where to start never widens what a command can reach);
 * the program itself, and the programs the allowlist names by absolute path, are
   readable and executable wherever they are (just those files);
 * a root is writable for commands when its allowlist holds a file tool that
@@ -23,7 +27,7 @@ from rootbound.execution.launch import Launch
 from rootbound.execution.policy import policy_for
 from rootbound.roots import Root
 
-__all__ = ["DEVICES", "SYSTEM_PATHS", "WRITING_TOOLS", "Layout", "is_under", "layout"]
+__all__ = ["DEVICES", "SYSTEM_PATHS", "WRITING_TOOLS", "Layout", "is_under", "layout", "work_areas"]
 
 # Programs, libraries and configuration; never home directories, /root, /run (sockets) or /tmp.
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/sys",
@@ -44,7 +48,8 @@ class Layout:
     read_paths: tuple[str, ...]  # existing host paths: system directories, then commands.read_paths
     write_paths: tuple[str, ...]
     programs: tuple[str, ...]  # program files outside all of the above (granted read+execute one by one)
-    cwd_in_root: bool  # the working directory lies in a root (else it is bound/granted read-only by itself)
+    work_areas: tuple[str, ...]  # allowed_cwd_roots outside the roots, without symlinks: read-write for commands
+    cwd_visible: bool  # the working directory lies in one of the above (else the command sees nothing in it)
     home: str | None  # the server's HOME when commands can read it
 
     @property
@@ -63,6 +68,18 @@ def _existing(paths: Sequence[str]) -> tuple[str, ...]:
     return tuple(seen)
 
 
+def work_areas(entries: Sequence[str], roots: Sequence[str]) -> tuple[str, ...]:
+    """The `allowed_cwd_roots` commands may write: not `/` (that would be the whole machine: it only lifts the
+    check), not inside a root, and named without a symbolic link (which could be pointed elsewhere later)."""
+    areas: dict[str, None] = {}
+    for entry in entries:
+        path = os.path.normpath(os.path.expanduser(entry))
+        if path != "/" and os.path.realpath(path) == path and os.path.isdir(path) \
+                and not any(is_under(path, r) for r in roots):
+            areas.setdefault(path, None)
+    return tuple(sorted(areas, key=lambda p: p.count("/")))
+
+
 def layout(launch: Launch, config: CommandsConfig) -> Layout:
     by_path: dict[str, tuple[Root, bool]] = {}
     for root in launch.roots:
@@ -77,12 +94,13 @@ def layout(launch: Launch, config: CommandsConfig) -> Layout:
     readonly = tuple(r for r, w in depth if not w)
     read_paths = _existing([*SYSTEM_PATHS, *(os.path.expanduser(p) for p in config.read_paths)])
     write_paths = _existing([os.path.expanduser(p) for p in config.write_paths])
-    cwd_in_root = any(is_under(launch.cwd_path, p) for p in by_path)
+    areas = work_areas(config.allowed_cwd_roots, list(by_path))
     home = launch.env.get("HOME")
-    visible = (*read_paths, *write_paths, *by_path)
+    visible = (*read_paths, *write_paths, *areas, *by_path)
+    cwd_visible = any(is_under(launch.cwd_path, p) for p in visible)
     wanted = [launch.executable, *(p.path for p in policy_for(config).paths)]
     programs = tuple(p for p in dict.fromkeys(wanted)
                      if os.path.isabs(p) and os.path.isfile(p) and not any(is_under(p, v) for v in visible))
     if home is None or not os.path.isabs(home) or not any(is_under(os.path.normpath(home), p) for p in visible):
         home = None
-    return Layout(writable, readonly, read_paths, write_paths, programs, cwd_in_root, home)
+    return Layout(writable, readonly, read_paths, write_paths, programs, areas, cwd_visible, home)

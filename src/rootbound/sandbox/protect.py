@@ -1,244 +1,226 @@
-"""Protected paths (`protected_paths`) made read-only for commands, in bubblewrap's mount namespace.
+"""Git's redirection points and `protected_paths`, made read-only for commands in bubblewrap's mount namespace.
 
-For each rule, at the top of each writable root, the concrete path is resolved
-beneath the root's handle and turned into binds:
+At the top of each writable root, each guarded path is looked up beneath the root's handle
+one component at a time, never following a symbolic link, and becomes:
 
-* the path itself is bound read-only over itself ("freeze"): it cannot be written,
-  truncated, removed or renamed (a mount point is busy);
-* every directory between the root and it is bound over itself read-write ("keep"):
-  it stays usable, but as a mount point it cannot be renamed or removed, so
-  `mv .git .git-old && mkdir -p .git/hooks` cannot undo the protection;
-* a path that does not exist yet is held by an empty read-only placeholder
-  (created here, beneath the root handle, removed again when the last command that
-  needed it ends), so it cannot be created either; a missing directory level is
-  held the same way, which makes everything below it impossible to create;
-* an ancestor that is not a directory (a worktree's `.git` file) is frozen itself.
+* frozen: bound read-only over itself, so it cannot be written, truncated, removed or
+  renamed (a mount point is busy);
+* kept: a directory on the way (`.git`) is bound read-write over itself: usable, but as a
+  mount point it cannot be renamed or replaced, so `mv .git x && mkdir -p .git/hooks`
+  cannot undo the rest;
+* missing: nothing is created for it (nothing a user or git could see); once the command
+  has ended, whatever it put there is removed beneath the root handle and reported
+  (`Guards.sweep`); a missing directory level takes with it only the protected path below
+  it, except a missing `.git`, which is removed whole;
+* a symbolic link: its own place cannot be bound over (a mount follows it), so the command
+  is refused, naming the link (`GuardError`).
 
-Limits (reported by `rootbound check`): only the top of each root is covered, not
-deeper copies such as `vendor/x/.git/config` (the file tools do cover those);
-a component that is an in-root symlink is followed and its target protected, but
-the link itself can be replaced; rules with `**` before their last component are
-not enforced for commands.
+Git's redirection points are guarded whatever `protected_paths` says: the `.git` entry (a
+directory is kept, a `.git` file frozen) and, in a `.git` directory, `GIT_ENTRIES`.
+
+Everything is bound by descriptor (`--bind-fd`), so bubblewrap resolves no source path
+again; it still resolves each destination inside the namespace, so the launcher there
+checks every bind landed where it was meant to before it runs the command (`exec.py`).
+
+Limits (reported by `rootbound check`): only the top of each root (another root nested in
+it stops the walk: it keeps its own mode); rules with `**` before their last component are
+not enforced; a wildcard freezes what matches, but a new match a command makes stays.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import fnmatch
 import os
+import shutil
 import stat
-import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
-from rootbound.beneath import open_beneath
-from rootbound.roots import Root
+from rootbound.errors import Denied
+from rootbound.roots import Root, display_path
 
-__all__ = ["Guards", "guard_root", "unenforced_rules"]
+__all__ = ["GIT_ENTRIES", "Bind", "GuardError", "Guards", "guard_root", "unenforced_rules"]
 
+GIT_ENTRIES = ("config", "config.worktree", "commondir", "hooks", "info", "modules", "worktrees")
 _GLOB = frozenset("*?[")
-_PLACEHOLDER_FILE_MODE = 0o444
-_PLACEHOLDER_DIR_MODE = 0o555
-_MARK = "user.rootbound.placeholder"
+_OPEN = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class GuardError(Denied):
+    """A guarded path is a symbolic link: the command is refused."""
+
+
+@dataclass(frozen=True)
+class Bind:
+    fd: int  # what is bound: an O_PATH descriptor
+    path: str  # where: the same path on the host and in the sandbox
+    writable: bool
 
 
 @dataclass
 class Guards:
-    """The binds for one command, and the placeholders it holds (released by `release`)."""
+    """One command's guard binds (it owns their descriptors), and the protected paths missing when it started."""
 
-    keep: dict[str, None] = field(default_factory=dict)  # host paths bound read-write over themselves
-    freeze: dict[str, None] = field(default_factory=dict)  # host paths bound read-only over themselves
-    held: list[_Key] = field(default_factory=list)
+    binds: dict[str, Bind] = field(default_factory=dict)
+    # (root, the path's components, how many of them existed): what a command creates there is removed after it
+    missing: list[tuple[Root, tuple[str, ...], int]] = field(default_factory=list)
+    # Our own handle on each root with a missing path, by its path (the root's own handle may be closed, and its
+    # number reused, before the command ends).
+    handles: dict[str, int] = field(default_factory=dict)
 
-    def release(self) -> None:
-        for key in self.held:
-            _REGISTRY.release(key)
-        self.held.clear()
+    def note_missing(self, root: Root, parts: tuple[str, ...], existed: int) -> None:
+        if root.real_path not in self.handles:
+            self.handles[root.real_path] = os.dup(root.fd)
+        self.missing.append((root, parts, existed))
 
+    def add(self, bind: Bind) -> int:
+        """Take `bind` (and its descriptor); return the descriptor now held for its path."""
+        known = self.binds.get(bind.path)
+        if known is not None and (bind.writable or not known.writable):  # frozen by one rule beats kept by another
+            os.close(bind.fd)
+            return known.fd
+        if known is not None:
+            os.close(known.fd)
+        self.binds[bind.path] = bind
+        return bind.fd
 
-@dataclass(frozen=True)
-class _Key:
-    root: Root
-    parts: tuple[str, ...]
-
-
-class _Registry:
-    """Placeholders shared by concurrent commands in the same root, removed by the last one."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._count: dict[tuple[str, tuple[str, ...]], tuple[int, int, int]] = {}  # -> (users, dev, ino)
-
-    def ours(self, root: Root, parts: tuple[str, ...], st: os.stat_result) -> bool:
-        with self._lock:
-            known = self._count.get((root.real_path, parts))
-            return known is not None and (st.st_dev, st.st_ino) == known[1:]
-
-    def acquire(self, root: Root, parts: tuple[str, ...], parent: int, directory: bool) -> bool | None:
-        """Hold the placeholder at `parts`: ours already (one more user), or created now beneath `parent`.
-        False when a real file is there (it appeared meanwhile); None when nobody can create it."""
-        name, key = parts[-1], (root.real_path, parts)
-        with self._lock:
-            st = _lstat(parent, name)
-            known = self._count.get(key)
-            if known is not None:
-                if st is not None and (st.st_dev, st.st_ino) == known[1:]:
-                    self._count[key] = (known[0] + 1, *known[1:])
-                    return True
-                del self._count[key]  # replaced by someone else: no longer ours to remove
-            if st is not None:
-                if not _stale_placeholder(parent, name, st):
-                    return False
-                self._count[key] = (1, st.st_dev, st.st_ino)  # left by a server that died: adopt it
-                return True
-            try:
-                if directory:
-                    os.mkdir(name, _PLACEHOLDER_DIR_MODE, dir_fd=parent)
-                else:
-                    os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                                     _PLACEHOLDER_FILE_MODE, dir_fd=parent))
-            except FileExistsError:
-                return False
-            except OSError as exc:
-                # A directory even the server cannot write in (read-only file system, immutable, not its own):
-                # a command, with no more rights than the server, cannot create the path either.
-                if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-                    return None
-                raise
-            with contextlib.suppress(OSError):  # a mark, so a server that dies cannot leave it behind for good
-                os.setxattr(f"/proc/self/fd/{parent}/{name}", _MARK, b"1", follow_symlinks=False)
-            st = os.stat(name, dir_fd=parent, follow_symlinks=False)
-            self._count[key] = (1, st.st_dev, st.st_ino)
-            return True
-
-    def release(self, key: _Key) -> None:
-        with self._lock:
-            entry_key = (key.root.real_path, key.parts)
-            known = self._count.get(entry_key)
-            if known is None:
-                return
-            if known[0] > 1:
-                self._count[entry_key] = (known[0] - 1, *known[1:])
-                return
-            del self._count[entry_key]
+    def close(self) -> None:
+        for fd in (*(b.fd for b in self.binds.values()), *self.handles.values()):
             with contextlib.suppress(OSError):
-                parent = open_beneath(key.root.fd, list(key.parts[:-1]), os.O_RDONLY | os.O_DIRECTORY)
-                try:
-                    st = _lstat(parent, key.parts[-1])
-                    if st is None or (st.st_dev, st.st_ino) != known[1:]:
-                        return
-                    if stat.S_ISDIR(st.st_mode):
-                        os.rmdir(key.parts[-1], dir_fd=parent)  # only if still empty
-                    elif st.st_size == 0:
-                        os.unlink(key.parts[-1], dir_fd=parent)
-                finally:
-                    os.close(parent)
+                os.close(fd)
+        self.binds.clear()
+        self.handles.clear()
+
+    def sweep(self) -> list[str]:
+        """Remove what now exists at the paths that were missing (run once the command's processes are gone);
+        return them as `root:path`."""
+        removed: list[str] = []
+        for root, parts, existed in self.missing:
+            with contextlib.suppress(OSError):
+                _sweep(self.handles[root.real_path], (), list(parts), existed, removed, root.name)
+        return list(dict.fromkeys(removed))
 
 
-_REGISTRY = _Registry()
-
-
-def _stale_placeholder(parent: int, name: str, st: os.stat_result) -> bool:
-    """An empty file or directory carrying our mark, that no command of this server holds."""
-    if stat.S_ISREG(st.st_mode) and st.st_size != 0:
-        return False
-    if not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
-        return False
-    try:
-        if os.getxattr(f"/proc/self/fd/{parent}/{name}", _MARK, follow_symlinks=False) != b"1":
-            return False
-        return not stat.S_ISDIR(st.st_mode) or not os.listdir(f"/proc/self/fd/{parent}/{name}")
-    except OSError:
-        return False
-
-
-def _lstat(parent: int, name: str) -> os.stat_result | None:
-    try:
-        return os.stat(name, dir_fd=parent, follow_symlinks=False)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-
-
-def _components(rule: str) -> tuple[list[str], bool] | None:
-    """(literal-or-glob components, whole subtree?) for a rule; None when `**` comes before the end."""
+def _components(rule: str) -> list[str] | None:
+    """The components of a rule (`dir/**` is `dir`: freezing it covers everything below); None when `**`
+    comes before the end (not enforceable at a fixed place)."""
     comps = [c for c in rule.strip("/").split("/") if c not in ("", ".")]
-    subtree = bool(comps) and comps[-1] == "**"
-    if subtree:
+    if comps and comps[-1] == "**":
         comps = comps[:-1]
     if not comps or "**" in comps:
         return None
-    return comps, subtree
+    return comps
 
 
 def unenforced_rules(rules: Sequence[str]) -> list[str]:
     return [r for r in rules if r.strip("/") and _components(r) is None]
 
 
-def _canonical(fd: int) -> str:
-    return os.readlink(f"/proc/self/fd/{fd}")
-
-
 def _expand(parent: int, comp: str) -> list[str]:
     if not _GLOB & set(comp):
         return [comp]
     with contextlib.suppress(OSError):
-        return sorted(n for n in os.listdir(parent) if fnmatch.fnmatch(n.lower(), comp.lower()))
+        listing = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=parent)
+        try:
+            return sorted(n for n in os.listdir(listing) if fnmatch.fnmatch(n.lower(), comp.lower()))
+        finally:
+            os.close(listing)
     return []
 
 
-def _walk(root: Root, guards: Guards, parent: int, base: str, done: tuple[str, ...], comps: list[str],
-          subtree: bool) -> None:
+def _open(parent: int, name: str) -> tuple[int, os.stat_result] | None:
+    """The entry itself (never a symlink's target), or None when it is not there."""
+    try:
+        fd = os.open(name, _OPEN, dir_fd=parent)
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return None  # (a directory the server cannot search: commands, with no more rights, cannot either)
+    return fd, os.fstat(fd)
+
+
+def _link_error(root: Root, parts: tuple[str, ...]) -> GuardError:
+    return GuardError(f"commands are refused: {root.name}:{display_path(parts)} is a symbolic link where a protected "
+                      "path (or git's configuration) must be, and the place of a link cannot be made read-only for "
+                      "commands. Replace the link with what it points to, or remove it. Nothing was run")
+
+
+def _walk(root: Root, guards: Guards, parent: int, done: tuple[str, ...], comps: list[str],
+          stop: Collection[tuple[int, int]]) -> None:
     comp, rest = comps[0], comps[1:]
     for name in _expand(parent, comp):
-        path, parts = f"{base}/{name}", (*done, name)
-        st = _lstat(parent, name)
-        if (st is None and not _GLOB & set(comp)) or (st is not None and (_REGISTRY.ours(root, parts, st) or
-                                                                          _stale_placeholder(parent, name, st))):
-            held = _REGISTRY.acquire(root, parts, parent, directory=bool(rest) or subtree)
-            if held:
-                guards.held.append(_Key(root, parts))
-                guards.freeze[path] = None
-                continue
-            if held is None:
-                continue
-            st = _lstat(parent, name)  # a real file appeared meanwhile: protect it as it is
-        if st is None:
+        here = (*done, name)
+        found = _open(parent, name)
+        if found is None:
+            if not _GLOB & set(comp):
+                guards.note_missing(root, (*here, *rest), len(done))
             continue
+        fd, st = found
+        if stat.S_ISLNK(st.st_mode):
+            os.close(fd)
+            raise _link_error(root, here)
+        if (st.st_dev, st.st_ino) in stop:
+            os.close(fd)  # another root nested here: it keeps its own mode (a read-only one stays read-only)
+            continue
+        on_the_way = bool(rest) and stat.S_ISDIR(st.st_mode)
+        # A non-directory where a directory is expected (a worktree's `.git` file) is frozen itself.
+        held = guards.add(Bind(fd, f"{root.real_path.rstrip('/')}/{'/'.join(here)}", writable=on_the_way))
+        if on_the_way:
+            _walk(root, guards, held, here, rest, stop)
+
+
+def guard_root(root: Root, rules: Sequence[str], guards: Guards, *, stop: Collection[tuple[int, int]] = ()) -> None:
+    """Add the binds guarding git's redirection points and `rules` at the top of the writable `root` to `guards`.
+
+    `stop`: (st_dev, st_ino) of the other roots, where the walk ends. Raises `GuardError` for a symbolic link.
+    """
+    if _open_git(root, guards):
+        for name in GIT_ENTRIES:
+            _walk(root, guards, root.fd, (), [".git", name], stop)
+    for rule in rules:
+        comps = _components(rule)
+        if comps is not None:
+            _walk(root, guards, root.fd, (), comps, stop)
+
+
+def _open_git(root: Root, guards: Guards) -> bool:
+    """True when `.git` is a directory to look into. A missing one is recorded (removed whole if a command makes
+    one), anything else frozen (a worktree's `.git` file), a symlink refused."""
+    found = _open(root.fd, ".git")
+    if found is None:
+        guards.note_missing(root, (".git",), 0)
+        return False
+    fd, st = found
+    if stat.S_ISLNK(st.st_mode):
+        os.close(fd)
+        raise _link_error(root, (".git",))
+    if stat.S_ISDIR(st.st_mode):
+        os.close(fd)  # (the walks of its entries keep it)
+        return True
+    guards.add(Bind(fd, f"{root.real_path.rstrip('/')}/.git", writable=False))
+    return False
+
+
+def _sweep(parent: int, done: tuple[str, ...], comps: list[str], existed: int, removed: list[str],
+           root_name: str) -> None:
+    comp, rest = comps[0], comps[1:]
+    for name in _expand(parent, comp):
         try:
-            # Resolved from the root, so an in-root symlink (even one using "..") is followed.
-            fd = open_beneath(root.fd, list(parts), os.O_PATH, follow=True)
-        except OSError:
-            continue  # a symlink leading out of the root (or nowhere): not ours to protect
-        try:
-            target = _canonical(fd)
-            if not target.startswith(root.real_path.rstrip("/") + "/"):
-                continue
-            if not stat.S_ISDIR(os.fstat(fd).st_mode) or not rest:
-                guards.freeze[target] = None  # the protected path, or a non-directory standing in for one
-                continue
-            guards.keep[target] = None
-            sub = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        here = (*done, name)
+        if rest and stat.S_ISDIR(st.st_mode):
+            sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
             try:
-                _walk(root, guards, sub, target, parts, rest, subtree)
+                _sweep(sub, here, rest, existed, removed, root_name)
             finally:
                 os.close(sub)
-        finally:
-            os.close(fd)
-
-
-def guard_root(root: Root, rules: Sequence[str], guards: Guards) -> None:
-    """Add the binds protecting `rules` at the top of the writable `root` to `guards`."""
-    for rule in rules:
-        parsed = _components(rule)
-        if parsed is None:
-            continue
-        comps, subtree = parsed
-        try:
-            _walk(root, guards, root.fd, root.real_path.rstrip("/"), (), comps, subtree)
-        except OSError as exc:
-            if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.EACCES):
-                raise
-    # A path frozen by one rule is never merely kept by another.
-    for path in guards.freeze:
-        guards.keep.pop(path, None)
+        elif len(done) < existed:
+            continue  # a level that was there at the start (a mount point for the command) changed: not its doing
+        elif not rest or stat.S_ISLNK(st.st_mode):  # the path itself, or a link that would lead it elsewhere
+            if stat.S_ISDIR(st.st_mode):
+                shutil.rmtree(name, dir_fd=parent)
+            else:
+                os.unlink(name, dir_fd=parent)
+            removed.append(f"{root_name}:{display_path(here)}")
+        # (A file where a directory level was missing: nothing can exist below it.)

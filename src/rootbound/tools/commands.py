@@ -48,11 +48,21 @@ def _files(result: RunResult) -> list[OutputFile] | None:
     return files or None
 
 
-def _note(result: RunResult) -> str | None:
+def _note(result: RunResult, removed: list[str]) -> str | None:
+    notes = []
     if result.held_open:
-        return ("the command exited but a process it started kept its output open; that process was stopped "
-                "(background jobs do not outlive the call)")
-    return None
+        notes.append("the command exited but a process it started kept its output open; that process was stopped "
+                     "(background jobs do not outlive the call)")
+    if removed:
+        notes.append("the sandbox removed what the command created at protected paths, which commands may not "
+                     f"create (git's configuration and repositories at the top of a root, .bashrc, ...): "
+                     f"{', '.join(removed)}")
+    return "; ".join(notes) or None
+
+
+def _removed() -> Any:
+    return Field(default=None, description=(
+        "Protected paths (root:path) the command created, which the sandbox removed once it ended."))
 
 
 # -- execute_command ------------------------------------------------------------------------------
@@ -83,6 +93,7 @@ class ExecuteCommandResult(BaseModel):
     stderr_bytes: int
     output_files: list[OutputFile] | None = Field(default=None, description=(
         "Where the full output of a cut stream is kept: read it with read_file on that root and path."))
+    removed: list[str] | None = _removed()
     note: str | None = None
 
     @model_serializer(mode="wrap")
@@ -101,7 +112,8 @@ async def execute_command(ctx: CallContext, args: ExecuteCommandArgs) -> ToolOut
     result = ExecuteCommandResult(
         exit_code=r.exit_code, stdout=r.stdout.text, stderr=r.stderr.text, duration_ms=round(r.duration_ms),
         timed_out=r.timed_out, truncated=r.truncated, signal=r.signal, working_directory=outcome.working_directory,
-        stdout_bytes=r.stdout.total_bytes, stderr_bytes=r.stderr.total_bytes, output_files=_files(r), note=_note(r))
+        stdout_bytes=r.stdout.total_bytes, stderr_bytes=r.stderr.total_bytes, output_files=_files(r),
+        removed=outcome.removed or None, note=_note(r, outcome.removed))
     items: list[tuple[str, Any]] = [("exit_code", r.exit_code), ("stdout", r.stdout.text), ("stderr", r.stderr.text)]
     if r.timed_out:
         items += [("timed_out", True), ("timeout_seconds", outcome.timeout)]
@@ -148,6 +160,7 @@ class ShellResult(BaseModel):
     stderr_bytes: int
     output_files: list[OutputFile] | None = Field(default=None, description=(
         "Where the full output of a cut stream is kept: read it with read_file on that root and path."))
+    removed: list[str] | None = _removed()
     note: str | None = None
 
 
@@ -170,7 +183,7 @@ async def shell(ctx: CallContext, args: ShellArgs) -> ToolOutput:
     common: dict[str, Any] = dict(
         command=args.command, execution_time_ms=round(r.duration_ms), working_directory=outcome.working_directory,
         signal=r.signal, truncated=r.truncated, stdout_bytes=r.stdout.total_bytes, stderr_bytes=r.stderr.total_bytes,
-        output_files=_files(r), note=_note(r))
+        output_files=_files(r), removed=outcome.removed or None, note=_note(r, outcome.removed))
     if r.timed_out:
         result = ShellResult(timeout_seconds=outcome.timeout, partial_stdout=out, partial_stderr=err, **common)
     else:

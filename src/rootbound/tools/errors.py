@@ -126,10 +126,12 @@ TOOL_ERRORS: dict[str, tuple[str, ...]] = {
         "cwd does not exist: …; nothing was run",
         "cwd not allowed: … is outside the allowed working directories …",
         "commands are refused: …. Nothing was run",
+        "commands are refused: … is a symbolic link where a protected … must be …. Nothing was run",
     ),
     "shell": (
         "command not allowed: …. Allowed commands: …",
         "cwd does not exist: …; nothing was run",
         "commands are refused: …. Nothing was run",
+        "commands are refused: … is a symbolic link where a protected … must be …. Nothing was run",
     ),
 }
