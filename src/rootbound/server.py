@@ -45,7 +45,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from rootbound import __version__
+from rootbound import __version__, recovery
 from rootbound.client_roots import ClientRootsState, build_client_roots
 from rootbound.config import Config
 from rootbound.execution import groups
@@ -108,6 +108,8 @@ class App:
     def __init__(self, config: Config, roots: RootSet | None = None) -> None:
         self.config = config
         self.roots = roots if roots is not None else open_roots(config)
+        # Before anything is served: finish or roll back what a killed server left half done.
+        self.state_dir = recovery.start(config.state_dir, [(r.real_path, r.fd) for r in self.roots.values()])
         # Commands whose output had to be cut keep the whole of it in a spill file, served read-only
         # as one more root (`command-output`) so the agent can page through it with read_file.
         self.spill: SpillRoot | None = None

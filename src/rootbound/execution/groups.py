@@ -95,6 +95,11 @@ async def terminate_group(pgid: int, grace: float = KILL_GRACE) -> None:
     _signal(pgid, signal.SIGKILL)
 
 
+def sweep_ids(command_ids: list[str], marker_var: str = "ROOTBOUND_COMMAND_ID") -> int:
+    """SIGKILL processes of ours whose environment carries one of these command ids; return how many."""
+    return sum(sweep(marker_var, cid) for cid in command_ids)
+
+
 def sweep(marker_var: str, command_id: str) -> int:
     """SIGKILL processes of ours whose environment carries this command's id; return how many."""
     needle = f"{marker_var}={command_id}".encode()

@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
 from rootbound.errors import ToolError
+from rootbound.fsops import is_temp_name
 from rootbound.roots import FILE_TOOLS, Root, display_path, file_type, split_path
 from rootbound.tools.base import Args, CallContext, RelPath, RootName, ToolSpec, iso_time, read_only
 
@@ -97,6 +98,8 @@ def list_folder(ctx: CallContext, args: PathArgs) -> ListFolderResult:
     try:
         with os.scandir(fd) as it:
             for de in it:
+                if is_temp_name(de.name):
+                    continue  # a write in progress (or one a kill left, removed at the next start)
                 try:
                     st = de.stat(follow_symlinks=False)
                 except FileNotFoundError:
