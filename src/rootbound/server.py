@@ -115,6 +115,8 @@ class App:
         self.spill: SpillRoot | None = None
         if config.commands.allowed:
             _hide_process_memory()
+            if not groups.become_subreaper():  # daemons of commands are re-parented to us, so we can end them
+                log.warning("could not become a child subreaper; daemons that commands start may outlive them")
         if config.commands.allowed and find_spill_root(self.roots) is None:
             self.spill = open_spill_root(self.roots)
             self.roots = RootSet([*self.roots.values(), self.spill])
