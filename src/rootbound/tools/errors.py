@@ -20,6 +20,7 @@ COMMON_ERRORS: tuple[str, ...] = (
     "invalid path: contains a null byte",
     "too many levels of symbolic links: …",
     "permission denied: …",
+    "root … is no longer available (its directory was removed or replaced); …",
 )
 
 TOOL_ERRORS: dict[str, tuple[str, ...]] = {
