@@ -49,6 +49,7 @@ from rootbound import __version__, recovery
 from rootbound.client_roots import ClientRootsState, build_client_roots
 from rootbound.config import Config
 from rootbound.execution import groups
+from rootbound.execution.output import return_big_buffers
 from rootbound.execution.spill import SpillRoot, close_spill_root, find_spill_root, open_spill_root
 from rootbound.logs import log
 from rootbound.roots import Root, RootSet
@@ -115,6 +116,7 @@ class App:
         self.spill: SpillRoot | None = None
         if config.commands.allowed:
             _hide_process_memory()
+            return_big_buffers()  # command output must not leave the heap grown for good
             if not groups.become_subreaper():  # daemons of commands are re-parented to us, so we can end them
                 log.warning("could not become a child subreaper; daemons that commands start may outlive them")
         if config.commands.allowed and find_spill_root(self.roots) is None:
