@@ -24,7 +24,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
-import glob
 import os
 import signal
 import time
@@ -42,6 +41,7 @@ _POLL = 0.02
 _ROUNDS = 50  # rounds of stray killing per command end (each re-parents the next generation to us)
 _PR_SET_CHILD_SUBREAPER = 36
 _LIVE: set[int] = set()  # command leaders (= process groups) whose status a watcher of theirs will collect
+_UNREAPED: set[int] = set()  # leaders no longer running as commands, not yet collected by their watchers
 _RUNNING: set[str] = set()  # ids of the commands running now
 _spawning = 0  # spawns under way: a leader not yet registered may exist
 _subreaper = False
@@ -51,8 +51,11 @@ def register(pgid: int) -> None:
     _LIVE.add(pgid)
 
 
-def unregister(pgid: int) -> None:
+def unregister(pgid: int, *, reaped: bool = True) -> None:
+    """The command is over; `reaped=False` when its leader's watcher has yet to collect it (keep off it)."""
     _LIVE.discard(pgid)
+    if not reaped:
+        _UNREAPED.add(pgid)
 
 
 def become_subreaper() -> bool:
@@ -158,10 +161,10 @@ async def terminate_group(pgid: int, grace: float = KILL_GRACE) -> None:
 def _children() -> list[int]:
     """This process's children (of every thread: an orphan is re-parented to one of them)."""
     pids: list[int] = []
-    files = glob.glob("/proc/self/task/*/children")
-    if files:
-        for name in files:
-            with contextlib.suppress(OSError), open(name, "rb") as f:
+    tasks = os.listdir("/proc/self/task")
+    if os.path.exists(f"/proc/self/task/{tasks[0]}/children"):
+        for task in tasks:
+            with contextlib.suppress(OSError), open(f"/proc/self/task/{task}/children", "rb") as f:
                 pids.extend(int(p) for p in f.read().split())
         return pids
     me = os.getpid()  # kernels without CONFIG_PROC_CHILDREN: look at every process's parent
@@ -208,8 +211,11 @@ def _stray_round(command_id: str | None) -> int:
     longer running, and reap strays that are dead. Returns how many were killed or reaped."""
     mine = os.getsid(0)
     acted = 0
+    for pid in list(_UNREAPED):
+        if not os.path.exists(f"/proc/{pid}"):
+            _UNREAPED.discard(pid)  # collected by its watcher
     for pid in _children():
-        if pid in _LIVE:
+        if pid in _LIVE or pid in _UNREAPED:
             continue  # a command's leader: its own watcher reaps it
         fields = _stat_all(str(pid))
         if fields is None or fields[3] == mine:

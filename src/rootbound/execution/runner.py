@@ -135,8 +135,7 @@ async def _cleanup(child: Child, command_id: str, abnormal: bool) -> None:
             elif abnormal:
                 await anyio.to_thread.run_sync(groups.sweep, COMMAND_ID_VAR, command_id)
     finally:
-        if child.exited.is_set():
-            groups.unregister(pgid)  # else its watcher has yet to reap it: stray-reaping must keep off it
+        groups.unregister(pgid, reaped=child.exited.is_set())
         child.close()
 
 
