@@ -7,8 +7,9 @@ and under bubblewrap, for each ending: exit, timeout, cancellation, server SIGKI
 `PASSES` maps each pass's name to a function of the parsed arguments returning its `Score`; `bench/soak.py`
 runs them beside its own. A crash attempt fails when, after the restart, a file is neither exactly its old
 nor its new content, a move left both or neither of source and destination (or either in part), or any
-`.rootbound-*.tmp` name remains. An orphan attempt fails when the daemon still runs a second after the end
-(after the restart, for a server SIGKILL under Landlock alone, which nothing else can end).
+`.rootbound-*.tmp` name remains; "(recovered)" counts kills that left records for the restart to act on.
+An orphan attempt fails when the daemon still runs a second after the end (after the restart, for a server
+SIGKILL under Landlock alone, which nothing else can end).
 """
 
 from __future__ import annotations
@@ -250,6 +251,7 @@ def _crash_attempt(base: Path, case: CrashCase, delay: float, work: Path) -> str
     server.start("tools/call", {"name": tool, "arguments": args})
     time.sleep(delay)
     server.kill()
+    pending = any(p.stat().st_size for p in (work / "state" / "pending").iterdir())
     again = Server(cfg)  # the restart: recovery runs before the first answer
     try:
         listing = again.tool("list_folder", root="dst", path="")
@@ -265,7 +267,7 @@ def _crash_attempt(base: Path, case: CrashCase, delay: float, work: Path) -> str
     shown = [e["name"] for e in listing["result"]["structuredContent"]["entries"]]
     if any(fsops.is_temp_name(n) for n in shown):
         return "temp listed"
-    return outcome
+    return f"{outcome} (recovered)" if pending else outcome
 
 
 def crash_pass(args: argparse.Namespace) -> Score:
@@ -305,7 +307,7 @@ def crash_pass(args: argparse.Namespace) -> Score:
                 result = _crash_attempt(base, make(src, dst), rng.uniform(0, window * 1.1), work)
                 score.attempts += 1
                 tally[result] += 1
-                if result not in ("old", "new"):
+                if result.split(" ")[0] not in ("old", "new"):
                     score.failures += 1
                 shutil.rmtree(work, ignore_errors=True)
                 shutil.rmtree(dst, ignore_errors=True)
