@@ -6,7 +6,10 @@ runs the `rootbound` process itself over stdio and Streamable HTTP.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -23,6 +26,11 @@ from rootbound.config import load_config
 from rootbound.server import App
 
 pytestmark = pytest.mark.anyio
+
+# The servers' crash-recovery records (state_dir) go to this session's own directory, not the user's.
+_STATE_HOME = tempfile.mkdtemp(prefix="rootbound-test-state-")
+os.environ["XDG_STATE_HOME"] = _STATE_HOME
+atexit.register(shutil.rmtree, _STATE_HOME, ignore_errors=True)
 
 
 @pytest.fixture

@@ -158,6 +158,10 @@ class Config(_Strict):
                                        "localhost origins are always accepted.")
     max_request_body_size: Annotated[int, Field(ge=1024)] = 8 * 1024 * 1024
     shutdown_grace: Annotated[float, Field(ge=0)] = 10.0
+    state_dir: str | None = Field(default=None, description="Directory for the server's records of changes in "
+                                  "progress, so a server killed mid-change is finished or rolled back on its next "
+                                  "start; must lie outside every root. Default: $XDG_STATE_HOME/rootbound, else "
+                                  "~/.local/state/rootbound.")
     client_roots: Literal["off", "within", "replace"] = "within"
     project_dir: str | None = None
     roots: list[RootConfig] = Field(default_factory=list)
@@ -257,6 +261,8 @@ def load_config(
         roots = [{"name": DEFAULT_ROOT_NAME, "path": os.getcwd(), "allowed_tools": ["*"]}]
     if roots:
         data["roots"] = roots
+    if isinstance(data.get("state_dir"), str) and data["state_dir"]:
+        data["state_dir"] = os.path.normpath(os.path.join(base, os.path.expanduser(data["state_dir"])))
     commands = dict(data.get("commands") or {})
     if "ALLOWED_COMMANDS" in env:
         allowed = _split_env(env["ALLOWED_COMMANDS"])
@@ -292,6 +298,13 @@ def _absolute(entry: Any, base: str) -> Any:
 
 
 def _check_root_paths(config: Config) -> None:
+    if config.state_dir is not None:
+        state = os.path.realpath(config.state_dir)
+        for root in config.roots:
+            real = os.path.realpath(root.path)
+            if os.path.commonpath([state, real]) == real:
+                raise ConfigError(f"state_dir {config.state_dir} lies inside root {root.name!r}: the server's "
+                                  "records must be out of the agent's reach; choose a directory outside every root")
     for root in config.roots:
         if not os.path.exists(root.path):
             raise ConfigError(f"root {root.name!r}: path does not exist: {root.path}")

@@ -9,11 +9,14 @@ Atomic writes (`write_file`): the data goes into an unnamed inode made with
 O_TMPFILE in the target's directory; once written, fsynced and given its mode,
 it is linked in — straight to the final name for create-only (linkat fails if
 the name exists, so two creators cannot both win), or to a temporary name and
-renamed over the target to replace it. A process killed while writing leaves
-nothing behind: an unnamed inode is freed by the kernel. Filesystems without
-O_TMPFILE get a named temporary file (`.rootbound-<16 hex>.tmp`, created with
-O_EXCL) and `renameat2(RENAME_NOREPLACE)` for create-only; only there can a
-kill leave a temporary file, and `is_temp_name` recognises it.
+renamed over the target to replace it (Linux cannot link over an existing name).
+A process killed while writing leaves no unnamed inode behind (the kernel frees
+it). Filesystems without O_TMPFILE get a named temporary file (`.rootbound-<16
+hex>.tmp`, created with O_EXCL) and `renameat2(RENAME_NOREPLACE)` for create-only.
+Every temporary name (the link before the rename, the named fallback, a folder
+copy's temp folder) is recorded in the server's recovery log (`recovery.temp_entry`)
+before it is created, so one a kill leaves between link and rename is removed on
+the next start; listings and searches hide such names meanwhile (`is_temp_name`).
 """
 
 from __future__ import annotations
@@ -32,15 +35,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Final
 
+from rootbound import recovery
 from rootbound.beneath import EscapeError, open_beneath
 from rootbound.bounds import checkpoint
 from rootbound.errors import ToolError
 
 __all__ = [
     "TEMP_PREFIX", "TEMP_SUFFIX", "UMASK", "CopyStats", "EntryError", "Located", "append", "copy_fd", "copy_tree",
-    "fd_path", "is_inside", "is_temp_name", "locate", "lstat_or_none", "make_temp_dir", "real_relpath", "remove_tree",
-    "rename_noreplace", "sha256_fd", "target_lock", "temp_name", "undo_dirs", "walk_entries", "walk_names", "write_all",
-    "write_file",
+    "fd_path", "is_inside", "is_temp_name", "locate", "lstat_or_none", "real_relpath", "remove_tree",
+    "rename_noreplace", "sha256_fd", "target_lock", "temp_dir", "temp_name", "undo_dirs", "walk_entries", "walk_names",
+    "write_all", "write_file",
 ]
 
 TEMP_PREFIX: Final = ".rootbound-"
@@ -67,8 +71,8 @@ NEW_FILE_MODE: Final = 0o666 & ~UMASK
 
 
 def is_temp_name(name: str) -> bool:
-    """True for the names of our temporary files and directories (only ever left by a kill)."""
-    return name.startswith(TEMP_PREFIX) and name.endswith(TEMP_SUFFIX)
+    """True for the names of our temporary files and directories (`.rootbound-<16 hex>.tmp`)."""
+    return name.startswith(TEMP_PREFIX) and recovery.TEMP_NAME.match(name) is not None
 
 
 def temp_name() -> str:
@@ -403,8 +407,9 @@ def locate(rootfd: int, parts: list[str], *, follow: bool = True, make_parents: 
 # -- writing -------------------------------------------------------------------------------------
 
 
-def _open_temp(dirfd: int) -> tuple[int, str | None]:
-    """A new file in `dirfd` to fill: unnamed (O_TMPFILE) when possible, else an O_EXCL temporary name."""
+def _open_temp(dirfd: int, records: contextlib.ExitStack) -> tuple[int, str | None]:
+    """A new file in `dirfd` to fill: unnamed (O_TMPFILE) when possible, else an O_EXCL temporary name
+    (recorded in `records` before it exists)."""
     if _HAVE_PROC_FD:
         try:
             return os.open(".", os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o600, dir_fd=dirfd), None
@@ -413,6 +418,7 @@ def _open_temp(dirfd: int) -> tuple[int, str | None]:
                 raise
     while True:
         name = temp_name()
+        records.enter_context(recovery.temp_entry(dirfd, name))
         try:
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
             return os.open(name, flags, 0o600, dir_fd=dirfd), name
@@ -425,47 +431,58 @@ def _link_unnamed(fd: int, dirfd: int, name: str) -> None:
     os.link(f"/proc/self/fd/{fd}", name, dst_dir_fd=dirfd, follow_symlinks=True)
 
 
+def _link_temp(fd: int, dirfd: int, records: contextlib.ExitStack) -> str:
+    """Link the unnamed inode `fd` to a fresh temporary name in `dirfd` (recorded before it exists)."""
+    while True:
+        tmp = temp_name()
+        records.enter_context(recovery.temp_entry(dirfd, tmp))
+        try:
+            _link_unnamed(fd, dirfd, tmp)
+            return tmp
+        except FileExistsError:
+            continue
+
+
 def write_file(dirfd: int, name: str, fill: Callable[[int], int], *, replace: bool, perms: int,
-               owner: tuple[int, int] | None = None, before_commit: Callable[[], None] | None = None) -> int:
+               owner: tuple[int, int] | None = None, before_commit: Callable[[], None] | None = None,
+               made: Callable[[os.stat_result], None] | None = None) -> int:
     """Create or replace `name` in `dirfd` with what `fill(fd)` writes; return its size.
 
     Atomic: other processes see the old file or the complete new one, never a part.
     `replace=False` fails with FileExistsError if the name exists (race-free).
-    `before_commit` runs after the data is durable and just before it becomes visible;
-    raising there abandons the write.
+    `made` is told the new inode once its data is durable; `before_commit` runs just
+    before it becomes visible, and raising there abandons the write.
     """
-    fd, tmp = _open_temp(dirfd)
-    try:
-        size = fill(fd)
-        os.fchmod(fd, perms)
-        if owner is not None:
-            with contextlib.suppress(PermissionError):  # keep the file's owner when we may (running as root)
-                os.fchown(fd, *owner)
-        os.fsync(fd)
-        if before_commit is not None:
-            before_commit()
-        if tmp is None:
-            if not replace:
-                _link_unnamed(fd, dirfd, name)
-                return size
-            while True:
-                tmp = temp_name()
-                try:
-                    _link_unnamed(fd, dirfd, tmp)
-                    break
-                except FileExistsError:
-                    continue
-        if replace:
-            os.rename(tmp, name, src_dir_fd=dirfd, dst_dir_fd=dirfd)
-        else:
-            rename_noreplace(dirfd, tmp, dirfd, name)
-        tmp = None
-        return size
-    finally:
-        os.close(fd)
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=dirfd)
+    with contextlib.ExitStack() as records:  # closed last: after the temporary name is gone
+        fd, tmp = _open_temp(dirfd, records)
+        try:
+            size = fill(fd)
+            os.fchmod(fd, perms)
+            if owner is not None:
+                with contextlib.suppress(PermissionError):  # keep the file's owner when we may (running as root)
+                    os.fchown(fd, *owner)
+            os.fsync(fd)
+            if made is not None:
+                made(os.fstat(fd))
+            if before_commit is not None:
+                before_commit()
+            if tmp is None:
+                if not replace:
+                    _link_unnamed(fd, dirfd, name)
+                    return size
+                tmp = _link_temp(fd, dirfd, records)
+            recovery.kill_point("linked")
+            if replace:
+                os.rename(tmp, name, src_dir_fd=dirfd, dst_dir_fd=dirfd)
+            else:
+                rename_noreplace(dirfd, tmp, dirfd, name)
+            tmp = None
+            return size
+        finally:
+            os.close(fd)
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=dirfd)
 
 
 def append(dirfd: int, name: str, data: bytes) -> bool:
@@ -575,15 +592,31 @@ def walk_entries(dirfd: int, name: str) -> Iterator[tuple[str, str | None]]:
             os.close(fd)
 
 
-def make_temp_dir(dirfd: int) -> tuple[int, str]:
-    """A new private directory in `dirfd` with a temporary name, and a handle on it."""
-    while True:
-        name = temp_name()
+@contextlib.contextmanager
+def temp_dir(dirfd: int) -> Iterator[tuple[int, str]]:
+    """A new private directory with a temporary name in `dirfd`, and a handle on it, for the block.
+
+    The name is recorded for recovery before the directory exists. The block renames it
+    into place; if it is still there when the block ends (an error), it is removed."""
+    with contextlib.ExitStack() as records:
+        while True:
+            name = temp_name()
+            records.enter_context(recovery.temp_entry(dirfd, name))
+            try:
+                os.mkdir(name, 0o700, dir_fd=dirfd)
+                break
+            except FileExistsError:
+                continue
+        fd = os.open(name, _DIR | os.O_NOFOLLOW, dir_fd=dirfd)
         try:
-            os.mkdir(name, 0o700, dir_fd=dirfd)
-        except FileExistsError:
-            continue
-        return os.open(name, _DIR | os.O_NOFOLLOW, dir_fd=dirfd), name
+            yield fd, name
+        finally:
+            made = os.fstat(fd)
+            os.close(fd)
+            left = lstat_or_none(dirfd, name)
+            if left is not None and os.path.samestat(left, made):
+                with contextlib.suppress(OSError):
+                    remove_tree(dirfd, name)
 
 
 class EntryError(Exception):
@@ -675,5 +708,6 @@ def _copy_regular(src: int, dst: int, name: str, st: os.stat_result, stats: Copy
         finally:
             os.close(dfd)
         stats.files += 1
+        recovery.kill_point("copied-file")
     finally:
         os.close(sfd)

@@ -14,11 +14,13 @@ import contextlib
 import errno
 import os
 import stat
+import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from rootbound.beneath import EscapeError, open_beneath
 from rootbound.errors import Denied, ToolError
+from rootbound.logs import log
 
 __all__ = ["FILE_TOOLS", "Root", "RootSet", "display_path", "split_path"]
 
@@ -67,6 +69,10 @@ class Root:
     real_path: str  # for the operator's eyes (check, logs at debug); never put in a result
     allowed_tools: frozenset[str]
     fd: int = field(repr=False)
+    # Reopened at `real_path` when its directory was removed or replaced and a directory is there again:
+    # true for roots opened from a host path (`at`); a client root opened beneath an operator root, or
+    # the server's own spill directory, is not.
+    reopens: bool = field(default=False, repr=False, compare=False)
 
     @classmethod
     def at(cls, name: str, path: str, allowed_tools: Iterable[str]) -> Root:
@@ -74,11 +80,61 @@ class Root:
         real = os.path.realpath(path)
         fd = os.open(real, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         tools = set(allowed_tools)
-        return cls(name, real, frozenset(FILE_TOOLS) if "*" in tools else frozenset(tools), fd)
+        return cls(name, real, frozenset(FILE_TOOLS) if "*" in tools else frozenset(tools), fd, cls is Root)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
             os.close(self.fd)
+
+    # -- a directory removed or replaced under us -------------------------------------------
+
+    def _stale(self) -> bool:
+        """Removed (no links left) or replaced (its path names another inode). A directory renamed away
+        with nothing at its old path stays served through its handle."""
+        st = os.fstat(self.fd)
+        if st.st_nlink == 0:
+            return True
+        try:
+            now = os.stat(self.real_path)
+        except OSError:
+            return False
+        return (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino)
+
+    def _reopen(self) -> bool:
+        """Open the directory now at `real_path` onto this root's descriptor number (dup2: atomic, so a call
+        using the old handle meanwhile sees one or the other, never a closed or reused number). The path is
+        walked from `/` without following any symlink: start-up resolved it to a path without any."""
+        parts = [p for p in self.real_path.split("/") if p]
+        fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            for part in parts:
+                nfd = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                os.close(fd)
+                fd = nfd
+            new = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+        os.dup2(new, self.fd, inheritable=False)
+        os.close(new)
+        log.warning("root reopened: its directory had been removed or replaced", extra={"root": self.name})
+        return True
+
+    def available(self) -> bool:
+        """False when the root's directory is gone and cannot be reopened (`check_available` says why)."""
+        if not self._stale():
+            return True
+        with _reopen_lock:
+            return not self._stale() or (self.reopens and self._reopen())
+
+    def check_available(self) -> None:
+        """Refuse to serve a root whose directory was removed or replaced (and is not back)."""
+        if self.available():
+            return
+        how = ("it is served again as soon as a directory exists at its configured path" if self.reopens else
+               "restart the server (for a client root: reconnect, or send the roots again) to serve it again")
+        raise ToolError(f"root '{self.name}' is no longer available (its directory was removed or replaced); {how}")
 
     # -- policy -----------------------------------------------------------------------------
 
@@ -227,6 +283,8 @@ class Root:
                 return ToolError(f"{exc.strerror or 'error'}: {path}")
 
 
+_reopen_lock = threading.Lock()
+
 _TYPE_NAMES = {stat.S_IFREG: "file", stat.S_IFDIR: "directory", stat.S_IFLNK: "symlink", stat.S_IFIFO: "fifo",
                stat.S_IFSOCK: "socket", stat.S_IFCHR: "device", stat.S_IFBLK: "device"}
 
@@ -257,6 +315,7 @@ class RootSet(Mapping[str, Root]):
         if root is None:
             raise ToolError(f"unknown root: {name}; roots: {', '.join(self._roots)}")
         root.check_tool(tool)
+        root.check_available()
         return root
 
     def close(self) -> None:

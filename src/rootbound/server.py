@@ -43,10 +43,11 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from rootbound import __version__
+from rootbound import __version__, recovery
 from rootbound.client_roots import ClientRootsState, build_client_roots
 from rootbound.config import Config
 from rootbound.execution import groups
+from rootbound.execution.output import return_big_buffers
 from rootbound.execution.spill import SpillStore
 from rootbound.hosts import LowercaseHost, host_patterns, origin_patterns, url_host
 from rootbound.listening import listen
@@ -113,12 +114,17 @@ class App:
     def __init__(self, config: Config, roots: RootSet | None = None) -> None:
         self.config = config
         self.roots = roots if roots is not None else open_roots(config)
+        # Before anything is served: finish or roll back what a killed server left half done.
+        self.state_dir = recovery.start(config.state_dir, [(r.real_path, r.fd) for r in self.roots.values()])
         # Commands whose output had to be cut keep the whole of it in a spill file, served read-only
         # as one more root (`command-output`) so the agent can page through it with read_file; each
         # client sees only its own (see `_caller`).
         self.spill: SpillStore | None = None
         if config.commands.allowed:
             _hide_process_memory()
+            return_big_buffers()  # command output must not leave the heap grown for good
+            if not groups.become_subreaper():  # daemons of commands are re-parented to us, so we can end them
+                log.warning("could not become a child subreaper; daemons that commands start may outlive them")
             self.spill = SpillStore(self.roots)
         self.workers = Workers()
         # Sessionless requests' clients, by auth principal (one entry per configured token, at most,

@@ -33,6 +33,8 @@ import stat
 from collections.abc import Callable, Iterator
 from typing import Final
 
+from rootbound.fsops import is_temp_name
+
 __all__ = ["DIRECTORY", "FILE", "MAX_DEPTH", "OTHER", "SYMLINK", "Entry", "open_file", "walk"]
 
 FILE: Final = "file"
@@ -94,7 +96,8 @@ _name = operator.attrgetter("name")
 def _listing(fd: int) -> list[os.DirEntry[str]]:
     try:
         with os.scandir(fd) as it:  # scandir works on a duplicate; `fd` stays ours
-            return sorted(it, key=_name)
+            # The server's own temporary entries (writes in progress) are not part of the tree.
+            return sorted((de for de in it if not is_temp_name(de.name)), key=_name)
     except OSError as exc:
         if exc.errno in _SKIP_ERRNOS:
             return []

@@ -2,10 +2,18 @@
 
 Each command leads its own process group (`start_new_session`), so one `killpg`
 reaches every child and grandchild that stayed in it. A process that called
-`setsid` itself (a daemon) leaves the group; it still carries the command's
-`ROOTBOUND_COMMAND_ID` in its environment, which `sweep` looks for. (A PID
-namespace from the later sandbox closes the remaining gap: a daemon that also
-scrubs its environment.)
+`setsid` itself (a daemon) leaves the group. To find those, the server makes itself
+a *child subreaper* (`PR_SET_CHILD_SUBREAPER`): a daemon whose parent exits is
+re-parented to the server instead of init, so the server's own children are the
+only place to look (`/proc/self/task/*/children`, well under a millisecond). Each
+one carries its command's `ROOTBOUND_COMMAND_ID` in its environment: when a
+command ends, its strays (and strays of commands no longer running) are killed,
+round after round (killing one re-parents its own children to us), and reaped —
+only strays, never a command's leader, whose exit status its own watcher waits
+for (and not while a command is being spawned, when a fresh leader is not yet
+registered). A stray that scrubbed its environment is not recognised; under
+bubblewrap the PID namespace ends it anyway. Without the subreaper (prctl
+refused), `sweep` scans all of /proc for the id instead.
 
 Groups still running are remembered, so server shutdown and interpreter exit
 can kill them (`kill_all`).
@@ -15,33 +23,85 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import os
 import signal
 import time
+from collections.abc import Iterator
 
 import anyio
 
-__all__ = ["KILL_GRACE", "kill_all", "live_members", "register", "sweep", "terminate_group", "unregister"]
+from rootbound.execution.environment import COMMAND_ID_VAR
+
+__all__ = ["KILL_GRACE", "become_subreaper", "is_subreaper", "kill_all", "live_members", "register", "running",
+           "spawning", "stop_strays", "sweep", "sweep_ids", "terminate_group", "unregister"]
 
 KILL_GRACE = 1.0  # seconds between SIGTERM and SIGKILL
 _POLL = 0.02
-_LIVE: set[int] = set()
+_ROUNDS = 50  # rounds of stray killing per command end (each re-parents the next generation to us)
+_PR_SET_CHILD_SUBREAPER = 36
+_LIVE: set[int] = set()  # command leaders (= process groups) whose status a watcher of theirs will collect
+_UNREAPED: set[int] = set()  # leaders no longer running as commands, not yet collected by their watchers
+_RUNNING: set[str] = set()  # ids of the commands running now
+_spawning = 0  # spawns under way: a leader not yet registered may exist
+_subreaper = False
 
 
 def register(pgid: int) -> None:
     _LIVE.add(pgid)
 
 
-def unregister(pgid: int) -> None:
+def unregister(pgid: int, *, reaped: bool = True) -> None:
+    """The command is over; `reaped=False` when its leader's watcher has yet to collect it (keep off it)."""
     _LIVE.discard(pgid)
+    if not reaped:
+        _UNREAPED.add(pgid)
+
+
+def become_subreaper() -> bool:
+    """Make this process the reaper of its orphaned descendants (Linux >= 3.4); True if it is."""
+    global _subreaper
+    if not _subreaper:
+        _subreaper = ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    return _subreaper
+
+
+def is_subreaper() -> bool:
+    return _subreaper
+
+
+@contextlib.contextmanager
+def running(command_id: str) -> Iterator[None]:
+    """While the block runs, processes carrying this command id are not leftovers of a finished command."""
+    _RUNNING.add(command_id)
+    try:
+        yield
+    finally:
+        _RUNNING.discard(command_id)
+
+
+@contextlib.contextmanager
+def spawning() -> Iterator[None]:
+    """Around a spawn and the leader's `register`: meanwhile no dead stray is reaped (it could be the new leader)."""
+    global _spawning
+    _spawning += 1
+    try:
+        yield
+    finally:
+        _spawning -= 1
 
 
 def kill_all() -> None:
-    """SIGKILL every command group still running (server shutdown, interpreter exit)."""
+    """SIGKILL every command group still running, and every stray (server shutdown, interpreter exit)."""
     for pgid in list(_LIVE):
         with contextlib.suppress(OSError):
             os.killpg(pgid, signal.SIGKILL)
     _LIVE.clear()
+    if _subreaper:
+        for _ in range(_ROUNDS):
+            if not _stray_round(None):
+                break
+            time.sleep(0.005)
 
 
 atexit.register(kill_all)
@@ -93,6 +153,104 @@ async def terminate_group(pgid: int, grace: float = KILL_GRACE) -> None:
             return
         await anyio.sleep(_POLL)
     _signal(pgid, signal.SIGKILL)
+
+
+# -- strays: descendants re-parented to us ---------------------------------------------------------
+
+
+def _children() -> list[int]:
+    """This process's children (of every thread: an orphan is re-parented to one of them)."""
+    pids: list[int] = []
+    tasks = os.listdir("/proc/self/task")
+    if os.path.exists(f"/proc/self/task/{tasks[0]}/children"):
+        for task in tasks:
+            with contextlib.suppress(OSError), open(f"/proc/self/task/{task}/children", "rb") as f:
+                pids.extend(int(p) for p in f.read().split())
+        return pids
+    me = os.getpid()  # kernels without CONFIG_PROC_CHILDREN: look at every process's parent
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            fields = _stat_all(pid)
+            if fields is not None and fields[1] == me:
+                pids.append(int(pid))
+    return pids
+
+
+def _stat_all(pid: str) -> tuple[str, int, int, int] | None:
+    """(state, parent, process group, session) of a process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    rest = data[data.rfind(b")") + 2:].split()
+    return rest[0].decode(), int(rest[1]), int(rest[2]), int(rest[3])
+
+
+def _command_id(pid: int) -> str | None:
+    """The command id in a process's environment; "" when it has none; None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read()
+    except OSError:
+        return None
+    prefix = COMMAND_ID_VAR.encode() + b"="
+    for item in env.split(b"\0"):
+        if item.startswith(prefix):
+            return item[len(prefix):].decode(errors="replace")
+    return ""
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def _stray_round(command_id: str | None) -> int:
+    """One pass over our children: kill the strays of `command_id` (None: of every command) and of commands no
+    longer running, and reap strays that are dead. Returns how many were killed or reaped."""
+    mine = os.getsid(0)
+    acted = 0
+    for pid in list(_UNREAPED):
+        if not os.path.exists(f"/proc/{pid}"):
+            _UNREAPED.discard(pid)  # collected by its watcher
+    for pid in _children():
+        if pid in _LIVE or pid in _UNREAPED:
+            continue  # a command's leader: its own watcher reaps it
+        fields = _stat_all(str(pid))
+        if fields is None or fields[3] == mine:
+            continue  # gone, or in our own session: a helper the server started itself (grep's), not a command's
+        if fields[0] in ("Z", "X"):
+            if not _spawning:  # else it might be a leader that exited before it was registered
+                _reap(pid)
+                acted += 1
+            continue
+        owner = _command_id(pid)
+        if owner and (command_id is None or owner == command_id or owner not in _RUNNING):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+                acted += 1
+    return acted
+
+
+async def stop_strays(command_id: str) -> int:
+    """Kill and reap every stray of this command (and leftovers of finished ones); return how many rounds acted.
+
+    Runs on the event loop's thread, between awaits, so no spawn can start inside a round."""
+    if not _subreaper:
+        return 0
+    rounds = 0
+    for _ in range(_ROUNDS):
+        if not _stray_round(command_id):
+            break
+        rounds += 1
+        await anyio.sleep(0.005)  # SIGKILLed processes die and re-parent their children meanwhile
+    return rounds
+
+
+def sweep_ids(command_ids: list[str], marker_var: str = COMMAND_ID_VAR) -> int:
+    """SIGKILL processes of ours whose environment carries one of these command ids; return how many."""
+    return sum(sweep(marker_var, cid) for cid in command_ids)
 
 
 def sweep(marker_var: str, command_id: str) -> int:

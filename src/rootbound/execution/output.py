@@ -1,20 +1,28 @@
 """Bounded capture of one output stream: the head and the tail in memory, everything else in a spill file.
 
-A stream of any size costs at most `limit` bytes of memory. When it outgrows the
-limit, the result keeps its first and last halves joined by a marker that says
-how much was cut and where the whole output is; bytes that are not UTF-8 are
-shown as U+FFFD, never an error.
+A stream of any size costs at most `limit` bytes of memory (plus part of one read).
+When it outgrows the limit, the result keeps its first and last halves joined by a
+marker that says how much was cut and where the whole output is; bytes that are
+not UTF-8 are shown as U+FFFD, never an error.
+
+Memory is what is kept, not a multiple of it: chunks are sliced through
+memoryviews (no copies), everything beyond the limit goes straight to the spill
+file, and `finish` assembles the text in the head's own buffer (the tail chunks
+appended and dropped one by one) before decoding it once — so the peak is the
+kept bytes plus their decoded text, and the buffers are gone afterwards.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from rootbound.execution.spill import SpillFile, SpillInfo
 
-__all__ = ["Capture", "StreamResult"]
+__all__ = ["Capture", "StreamResult", "return_big_buffers"]
 
 _MAX_LINE = 2000  # a progress line longer than this is cut (output without newlines must not grow a buffer)
 _RECENT = 10  # lines per chunk passed on for progress; a throttled notification shows only recent ones anyway
@@ -31,24 +39,37 @@ class StreamResult:
     spill: SpillInfo | None
 
 
-def _head_cut(data: bytes) -> bytes:
-    """Drop an incomplete UTF-8 sequence at the end, so the cut does not make a replacement character."""
+def _complete_end(data: bytearray) -> int:
+    """Where `data` ends without an incomplete UTF-8 sequence (so the cut does not make a replacement character)."""
     for back in range(1, min(4, len(data)) + 1):
         byte = data[-back]
         if byte < 0x80:
-            return data
+            return len(data)
         if byte >= 0xC0:  # a lead byte: complete only if the sequence fits
             need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
-            return data if back >= need else data[:-back]
-    return data
+            return len(data) if back >= need else len(data) - back
+    return len(data)
 
 
-def _tail_cut(data: bytes) -> bytes:
-    """Drop UTF-8 continuation bytes at the start (the rest of a character cut off in front)."""
+def _continuation_bytes(data: memoryview) -> int:
+    """How many UTF-8 continuation bytes `data` starts with (the rest of a character cut off in front)."""
     skip = 0
     while skip < min(3, len(data)) and 0x80 <= data[skip] < 0xC0:
         skip += 1
-    return data[skip:]
+    return skip
+
+
+_M_MMAP_THRESHOLD = -3
+
+
+def return_big_buffers() -> None:
+    """Have glibc serve every allocation over 256 KiB with its own mmap, returned to the system when freed.
+
+    By default glibc raises that threshold each time such a block is freed (up to 32 MiB), after which
+    the multi-MiB buffers of command output come from heaps that are rarely given back: eight 10 MiB
+    outputs left over 300 MiB behind. A fixed threshold turns that adaptation off."""
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to tune
+        ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, 256 * 1024)
 
 
 class Capture:
@@ -58,7 +79,7 @@ class Capture:
         self.head_limit = limit // 2
         self.tail_limit = limit - self.head_limit
         self.head = bytearray()
-        self.tail: deque[bytes] = deque()
+        self.tail: deque[memoryview] = deque()  # views of the chunks read: trimming one copies nothing
         self.tail_len = 0
         self.total = 0
         self.open_spill = open_spill
@@ -74,19 +95,20 @@ class Capture:
             self.spill = self.open_spill(self.stream)
             self.open_spill = None
             if self.spill is not None:
-                self.spill.write(bytes(self.head))
+                self.spill.write(self.head)
                 for chunk in self.tail:
                     self.spill.write(chunk)
         if self.spill is not None:
             self.spill.write(data)
         self.total += len(data)
+        view = memoryview(data)
         room = self.head_limit - len(self.head)
         if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        if data:
-            self.tail.append(data)
-            self.tail_len += len(data)
+            self.head += view[:room]
+            view = view[room:]
+        if view:
+            self.tail.append(view)
+            self.tail_len += len(view)
             while self.tail_len > self.tail_limit:
                 excess = self.tail_len - self.tail_limit
                 first = self.tail[0]
@@ -114,21 +136,27 @@ class Capture:
         if self.on_lines is not None and self.partial:
             self.on_lines(self.stream, 1, [self.partial.decode("utf-8", "replace")])
             self.partial = b""
-        tail = b"".join(self.tail)
-        kept = len(self.head) + len(tail)
         if self.spill is not None:
             self.spill.close()
-        if kept == self.total:
-            return StreamResult(bytes(self.head + tail).decode("utf-8", "replace"), self.total, False, None)
-        info = self.spill.info() if self.spill is not None else None
-        cut = self.total - kept
-        if info is not None:
-            whole = "the whole output" if info.complete else f"the first {info.size} bytes"
-            where = (f"{whole} is in root {info.root!r}, path {info.path!r}: page through it with read_file "
-                     "(offset_bytes/limit_bytes or offset_lines/limit_lines)")
-        else:
-            where = "the full output was not kept"
-        marker = f"\n[... {cut} bytes of {self.stream} cut here ({self.total} in all); {where} ...]\n"
-        text = _head_cut(bytes(self.head)).decode("utf-8", "replace") + marker + \
-            _tail_cut(tail).decode("utf-8", "replace")
-        return StreamResult(text, self.total, True, info)
+        kept = len(self.head) + self.tail_len
+        info = self.spill.info() if self.spill is not None and kept != self.total else None
+        buf = self.head  # the text is assembled here, in place
+        if kept != self.total:
+            cut = self.total - kept
+            if info is not None:
+                whole = "the whole output" if info.complete else f"the first {info.size} bytes"
+                where = (f"{whole} is in root {info.root!r}, path {info.path!r}: page through it with read_file "
+                         "(offset_bytes/limit_bytes or offset_lines/limit_lines)")
+            else:
+                where = "the full output was not kept"
+            del buf[_complete_end(buf):]
+            buf += f"\n[... {cut} bytes of {self.stream} cut here ({self.total} in all); {where} ...]\n".encode()
+            if self.tail:
+                self.tail[0] = self.tail[0][_continuation_bytes(self.tail[0]):]
+        while self.tail:
+            buf += self.tail.popleft()  # each chunk is released as soon as it is in
+        self.tail_len = 0
+        self.head = bytearray()
+        text = buf.decode("utf-8", "replace")
+        del buf
+        return StreamResult(text, self.total, kept != self.total, info)

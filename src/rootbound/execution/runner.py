@@ -4,10 +4,13 @@
 * stdout and stderr are read concurrently into `Capture`s (head + tail + spill);
 * on timeout the whole group gets SIGTERM, then SIGKILL after a short grace;
 * when the program has exited but something it started still holds a pipe open
-  (a daemonized grandchild), the drain is bounded: the group is killed, and
-  stragglers that left it are swept by their command id;
+  (a daemonized grandchild), the drain is bounded: the group is killed;
 * whatever way the call ends (normal exit, timeout, the client's cancellation,
-  server shutdown), nothing of the command's process group outlives it.
+  server shutdown), nothing of the command's process group outlives it, and
+  stragglers that left the group (daemons, re-parented to the server as their
+  subreaper) are found by their command id and killed too (`groups`);
+* the command is recorded as running (`recovery`), so if the server itself is
+  SIGKILLed, its next start stops what the command left.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 import anyio
 import anyio.to_thread
 
+from rootbound import recovery
 from rootbound.execution import groups
 from rootbound.execution.environment import COMMAND_ID_VAR
 from rootbound.execution.launch import Child, Launch
@@ -117,18 +121,21 @@ async def _spawn(launch: Launch) -> Child:
 
 
 async def _cleanup(child: Child, command_id: str, abnormal: bool) -> None:
-    """Leave nothing running: the group (if any member is left), stragglers after abnormal ends, the pipes."""
+    """Leave nothing running: the group (if any member is left), stragglers, the pipes."""
     pgid = child.pid
     try:
         with anyio.CancelScope(shield=True):
             if groups.live_members(pgid):
                 await groups.terminate_group(pgid)
-            if abnormal:
-                await anyio.to_thread.run_sync(groups.sweep, COMMAND_ID_VAR, command_id)
             with anyio.move_on_after(groups.KILL_GRACE):
                 await child.exited.wait()
+            # The leader is gone, so its daemons are ours now (subreaper): kill them, whatever the ending.
+            if groups.is_subreaper():
+                await groups.stop_strays(command_id)
+            elif abnormal:
+                await anyio.to_thread.run_sync(groups.sweep, COMMAND_ID_VAR, command_id)
     finally:
-        groups.unregister(pgid)
+        groups.unregister(pgid, reaped=child.exited.is_set())
         child.close()
 
 
@@ -138,9 +145,16 @@ async def run(launch: Launch, *, timeout: float, max_output: int, command_id: st
     on_lines = progress.add if progress is not None else None
     out = Capture("stdout", max_output, open_spill, on_lines)
     err = Capture("stderr", max_output, open_spill, on_lines)
+    with groups.running(command_id), recovery.command_running(command_id):
+        return await _run(launch, timeout, command_id, out, err, progress)
+
+
+async def _run(launch: Launch, timeout: float, command_id: str, out: Capture, err: Capture,
+               progress: ProgressFeed | None) -> RunResult:
     start = time.perf_counter()
-    child = await _spawn(launch)
-    groups.register(child.pid)
+    with groups.spawning():
+        child = await _spawn(launch)
+        groups.register(child.pid)
     readers = [asyncio.ensure_future(_read(child.stdout, out)), asyncio.ensure_future(_read(child.stderr, err))]
     pump = asyncio.ensure_future(progress.pump()) if progress is not None else None
     waiter = asyncio.ensure_future(child.exited.wait())
@@ -155,7 +169,10 @@ async def run(launch: Launch, *, timeout: float, max_output: int, command_id: st
         if pending:
             held_open = True
             await groups.terminate_group(child.pid)
-            await anyio.to_thread.run_sync(groups.sweep, COMMAND_ID_VAR, command_id)
+            if groups.is_subreaper():
+                await groups.stop_strays(command_id)
+            else:
+                await anyio.to_thread.run_sync(groups.sweep, COMMAND_ID_VAR, command_id)
             await asyncio.wait(pending, timeout=0.5)
         abnormal = timed_out or held_open
     finally:

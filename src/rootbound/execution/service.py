@@ -176,8 +176,9 @@ async def execute(request: CommandRequest, *, config: Config, roots: Mapping[str
                                     "waited for its turn; nothing was run. Try again")
                 # Wrapped only when its turn comes: a sandbox may hold resources (temp directory, descriptors).
                 try:
+                    # A root whose directory vanished is left out of the sandbox's view (it has nothing to show).
                     launch = launcher.wrap(Launch(executable, argv, workdir.fd, workdir.path, env,
-                                                  roots=tuple(roots.values())))
+                                                  roots=tuple(r for r in roots.values() if r.available())))
                 except OSError as exc:
                     raise ToolError(f"cannot set up the command sandbox: {exc}; nothing was run") from None
                 removed: list[str] = []

@@ -183,7 +183,7 @@ class SpillFile:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         self.fd: int | None = os.open(self.name, flags, 0o600, dir_fd=root.fd)
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | bytearray | memoryview) -> None:
         if self.fd is None:
             return
         room = self.limit - self.size

@@ -84,6 +84,7 @@ def open_workdir(roots: Mapping[str, Root], project_dir: str, cwd: str | None, r
         base = roots.get(root)
         if base is None:
             raise ToolError(f"unknown root: {root}; roots: {', '.join(roots)}")
+        base.check_available()
         fd = base.open_dir(cwd or "")
         shown = f"{root}:{display_path(split_path(cwd or ''))}"
     else:

@@ -36,6 +36,7 @@ COMMON_ERRORS: tuple[str, ...] = (
     "operator to raise file_timeout (…)",
     "… timed out after … s on … waiting for a free worker: the server is busy with other long file operations; "
     "try again shortly",
+    "root … is no longer available (its directory was removed or replaced); …",
 )
 
 TOOL_ERRORS: dict[str, tuple[str, ...]] = {

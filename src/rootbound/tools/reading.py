@@ -15,6 +15,7 @@ from typing_extensions import TypedDict
 
 from rootbound.bounds import checkpoint
 from rootbound.errors import ToolError
+from rootbound.fsops import is_temp_name
 from rootbound.roots import FILE_TOOLS, Root, display_path, file_type, split_path
 from rootbound.tools.base import Args, CallContext, RelPath, RootName, ToolSpec, Work, iso_time, read_only
 
@@ -109,6 +110,8 @@ def _names(fd: int) -> list[str]:
     names: list[str] = []
     with os.scandir(fd) as it:
         for de in it:
+            if is_temp_name(de.name):
+                continue  # removed at the next start if a kill left it
             names.append(de.name)
             if len(names) & 4095 == 0:
                 checkpoint()
@@ -123,7 +126,7 @@ def list_folder(ctx: CallContext, args: ListFolderArgs) -> ListFolderResult:
     try:
         # All the names, to sort and count them; only the page's entries are stat'ed and returned
         # (a 100k-entry folder took 79 s and 28 MB when every entry was).
-        names = _names(fd)
+        names = _names(fd)  # without our temp names: a write in progress, or one a kill left
         names.sort()
         page = names[args.offset:args.offset + args.limit]
         for name in page:

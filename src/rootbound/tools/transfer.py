@@ -9,10 +9,13 @@ symlink given as the copy's *source* is followed like read_file follows it (only
 while it stays in the source root).
 
 A folder is copied into a hidden temporary folder beside the destination and
-renamed into place at the end, so a failure midway leaves no partial copy.
+renamed into place at the end, so a failure midway leaves no partial copy (and a
+kill midway leaves one only until the next start: see `recovery`).
 A move is a rename (atomic) whenever source and destination are on the same
 filesystem — within a root or between roots; otherwise it is copy-then-delete,
-refused up front if the copy would have to skip anything, so nothing is lost.
+refused up front if the copy would have to skip anything, so nothing is lost,
+and recorded before it starts, so the next start finishes or rolls back a move
+that a kill interrupted.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from rootbound import fsops
+from rootbound import fsops, recovery
 from rootbound.beneath import open_beneath
 from rootbound.errors import Denied, ToolError
 from rootbound.roots import Root, display_path, file_type, split_path
@@ -115,11 +118,14 @@ def _destination(ctx: CallContext, root: Root, dest_path: str, name: str, guard:
 
 
 def _copy_folder(root: Root, sfd: int, sst: os.stat_result, loc: fsops.Located, real: list[str] | None, shown: str,
-                 guard: Guard, *, refuse_skips: str | None = None) -> fsops.CopyStats:
+                 guard: Guard, *, refuse_skips: str | None = None, move: recovery.Move | None = None
+                 ) -> fsops.CopyStats:
     """Copy the folder open at `sfd` to the new entry `loc`, all or nothing.
 
-    With `refuse_skips` (the source's path, for a move), an entry that would be skipped
-    makes the whole copy fail before anything appears at the destination."""
+    Built in a temporary folder (recorded for recovery, so a kill leaves nothing behind
+    after the next start) and renamed into place. With `refuse_skips` (the source's path,
+    for a move), an entry that would be skipped makes the whole copy fail before anything
+    appears at the destination; `move` is told the copy's inode before it is placed."""
     given = "/".join(split_path(shown))
     carried = refuse_skips is not None  # a move: the folder goes whole, with any repository it holds
     names: dict[str, set[str]] = {}  # the entries of each folder of the copy so far
@@ -138,9 +144,9 @@ def _copy_folder(root: Root, sfd: int, sst: os.stat_result, loc: fsops.Located, 
                 guard.check_real(root, [*real, rel], f"{shown}/{rel}", carried=rel if carried else None)
 
     stats = fsops.CopyStats()
-    tfd, tmp = fsops.make_temp_dir(loc.dirfd)
-    done = False
-    try:
+    with fsops.temp_dir(loc.dirfd) as (tfd, tmp):
+        if move is not None:
+            move.made(os.fstat(tfd))
         try:
             fsops.copy_tree(sfd, tfd, stats, check=check, link_ok=lambda rel, text: link_stays_inside(real, rel, text))
         except fsops.EntryError as exc:
@@ -150,16 +156,11 @@ def _copy_folder(root: Root, sfd: int, sst: os.stat_result, loc: fsops.Located, 
             raise ToolError(f"cannot move {refuse_skips} to another filesystem: {len(stats.skipped)} entries "
                             f"cannot be copied safely: {listed}; nothing was changed")
         os.fchmod(tfd, stat.S_IMODE(sst.st_mode) & 0o777)
+        recovery.kill_point("copied")
         try:
             fsops.rename_noreplace(loc.dirfd, tmp, loc.dirfd, loc.name)
         except FileExistsError:
             raise ToolError(f"destination already exists: {shown}") from None
-        done = True
-    finally:
-        os.close(tfd)
-        if not done:
-            with contextlib.suppress(OSError):
-                fsops.remove_tree(loc.dirfd, tmp)
     return stats
 
 
@@ -352,22 +353,57 @@ def _check_links(links: list[tuple[str, str]], src: tuple[Root, list[str] | None
 
 
 def _move_by_copy(dst_root: Root, sloc: fsops.Located, sst: os.stat_result, loc: fsops.Located,
-                  real: list[str] | None,
-                  shown: str, guard: Guard, source: str) -> None:
+                  real: list[str] | None, shown: str, guard: Guard, source: str) -> None:
+    """Copy, then delete the source, with a recovery record around both: a server killed at any point
+    leaves the source whole (the partial copy is removed on the next start), or the copy in place and
+    the source removed (the next start finishes removing it)."""
     mode = sst.st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+        raise ToolError(f"cannot move {source} to another filesystem: it is a {file_type(mode)}")
+    text = ""
     if stat.S_ISLNK(mode):
         text = os.readlink(sloc.name, dir_fd=sloc.dirfd)
         parent = real[:-1] if real else None
         if not link_stays_inside(parent, loc.name, text):
             raise ToolError(f"cannot move symlink {source} to another filesystem: it would lead outside the "
                             "destination root; nothing was changed")
-        tmp = fsops.temp_name()
+    move = recovery.Move(sloc.dirfd, sloc.name, sst, loc.dirfd, loc.name)
+    try:
+        if stat.S_ISLNK(mode):
+            _place_symlink(text, loc, move)
+        else:
+            _copy_into_place(dst_root, sloc, sst, loc, real, shown, guard, source, move)
+        recovery.kill_point("move-renamed")
+        move.placed()
+        recovery.kill_point("move-placed")
+        try:
+            if stat.S_ISDIR(mode):
+                fsops.remove_tree(sloc.dirfd, sloc.name)
+            else:
+                os.unlink(sloc.name, dir_fd=sloc.dirfd)
+        except OSError as exc:
+            raise ToolError(f"{source} was copied to {shown}, but removing the source failed ({exc.strerror}); "
+                            "both may now exist in part") from None
+    finally:
+        move.done()
+
+
+def _place_symlink(text: str, loc: fsops.Located, move: recovery.Move) -> None:
+    tmp = fsops.temp_name()
+    with recovery.temp_entry(loc.dirfd, tmp):
         os.symlink(text, tmp, dir_fd=loc.dirfd)
-        os.rename(tmp, loc.name, src_dir_fd=loc.dirfd, dst_dir_fd=loc.dirfd)
-        os.unlink(sloc.name, dir_fd=sloc.dirfd)
-        return
-    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-        raise ToolError(f"cannot move {source} to another filesystem: it is a {file_type(mode)}")
+        try:
+            move.made(os.stat(tmp, dir_fd=loc.dirfd, follow_symlinks=False))
+            os.rename(tmp, loc.name, src_dir_fd=loc.dirfd, dst_dir_fd=loc.dirfd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=loc.dirfd)
+            raise
+
+
+def _copy_into_place(dst_root: Root, sloc: fsops.Located, sst: os.stat_result, loc: fsops.Located,
+                     real: list[str] | None, shown: str, guard: Guard, source: str, move: recovery.Move) -> None:
+    mode = sst.st_mode
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_DIRECTORY if stat.S_ISDIR(mode) else 0)
     sfd = os.open(sloc.name, flags, dir_fd=sloc.dirfd)
     try:
@@ -375,21 +411,13 @@ def _move_by_copy(dst_root: Root, sloc: fsops.Located, sst: os.stat_result, loc:
             raise ToolError(f"{source} changed while being moved; nothing was changed, try again")
         if stat.S_ISREG(mode):
             fsops.write_file(loc.dirfd, loc.name, lambda fd: fsops.copy_fd(sfd, fd), replace=True,
-                             perms=stat.S_IMODE(mode) & 0o777, owner=keep_owner(sst))
+                             perms=stat.S_IMODE(mode) & 0o777, owner=keep_owner(sst), made=move.made)
         else:
             if fsops.is_inside(loc.dirfd, sst):
                 raise ToolError(f"cannot move a folder into itself: {source} -> {shown}")
-            _copy_folder(dst_root, sfd, sst, loc, real, shown, guard, refuse_skips=source)
+            _copy_folder(dst_root, sfd, sst, loc, real, shown, guard, refuse_skips=source, move=move)
     finally:
         os.close(sfd)
-    try:
-        if stat.S_ISDIR(mode):
-            fsops.remove_tree(sloc.dirfd, sloc.name)
-        else:
-            os.unlink(sloc.name, dir_fd=sloc.dirfd)
-    except OSError as exc:
-        raise ToolError(f"{source} was copied to {shown}, but removing the source failed ({exc.strerror}); "
-                        "both may now exist in part") from None
 
 
 TOOLS = [
