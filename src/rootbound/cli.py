@@ -80,8 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rootbound: cannot open root: {exc}", file=sys.stderr)
         return 1
     if args.command == "serve":
-        run(app, args.transport)
-        return 0
+        return run(app, args.transport)
     try:
         if args.command == "check":
             data = summary.policy(app)

@@ -9,23 +9,29 @@ leaks an exception's text to the client.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hmac
 import ipaddress
+import math
 import os
 import signal
 import sys
+import threading
 import warnings
+from collections.abc import Iterator
+from types import FrameType
 from typing import Any
 
 import anyio
+import anyio.abc
 import uvicorn
 from mcp.server import Server, ServerRequestContext
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.context import CallNext, HandlerResult
-from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp.types import (
     CallToolRequestParams,
@@ -40,19 +46,21 @@ from mcp.types import (
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import AnyHttpUrl
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from rootbound import __version__
 from rootbound.client_roots import ClientRootsState, build_client_roots
 from rootbound.config import Config
+from rootbound.disconnects import CancelOnDisconnect, cancelled_on_disconnect
 from rootbound.execution import groups
 from rootbound.execution.spill import SpillRoot, close_spill_root, find_spill_root, open_spill_root
-from rootbound.logs import log
+from rootbound.logs import log, shorten
 from rootbound.roots import Root, RootSet
 from rootbound.sandbox.select import headline as sandbox_headline
+from rootbound.stdio import stdio_transport
 from rootbound.tools import all_tools
 from rootbound.tools.base import CallContext, Progress, ToolSpec, call_tool
 
@@ -67,6 +75,8 @@ INSTRUCTIONS = (
 )
 ROOTS_TIMEOUT = 5.0  # seconds to wait for a client's roots/list answer; never longer
 _STATE_KEY = "rootbound.client_roots"
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+REQUEST_CANCELLED = -32800  # as the SDK answers a cancelled handshake-era request
 _ROOTS_CAPABILITY = ClientCapabilities(roots=RootsCapability())
 
 
@@ -126,6 +136,7 @@ class App:
             on_list_tools=self._list_tools, on_call_tool=self._call_tool,
             get_tool_input_schema=self._input_schemas.get,
         )
+        self.server.middleware.append(self._disconnect_middleware)
         self.server.middleware.append(self._roots_middleware)
 
     # -- per-call context -------------------------------------------------------------------
@@ -159,9 +170,17 @@ class App:
                    ) -> CallToolResult:
         spec = self.tools.get(name)
         if spec is None:
-            text = f"unknown tool: {name}; known tools: {', '.join(self.tools)}"
+            text = f"unknown tool: {shorten(name)}; known tools: {', '.join(self.tools)}"
             return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
         return await call_tool(spec, ctx or self.context(), arguments)
+
+    async def _disconnect_middleware(self, ctx: ServerRequestContext[Any], call_next: CallNext) -> HandlerResult:
+        """A request whose HTTP client has gone is cancelled, so that its command stops and frees its slot."""
+        if ctx.request_id is None or ctx.request is None:
+            return await call_next(ctx)
+        with cancelled_on_disconnect(ctx.request):
+            return await call_next(ctx)
+        raise MCPError(code=REQUEST_CANCELLED, message="request cancelled: the client disconnected")
 
     # -- client roots -----------------------------------------------------------------------
 
@@ -202,11 +221,13 @@ class App:
 
     # -- transports -------------------------------------------------------------------------
 
-    async def serve_stdio(self) -> None:
-        async with stdio_server() as (read, write):
-            await self.server.run(read, write, self.server.create_initialization_options())
+    async def serve_stdio(self, stop: anyio.CancelScope | None = None) -> None:
+        """Serve one client on stdin/stdout until end of input, or until `stop` is cancelled."""
+        async with stdio_transport() as (read, write):
+            with stop or anyio.CancelScope():
+                await self.server.run(read, write, self.server.create_initialization_options())
 
-    def http_app(self) -> Starlette:
+    def http_app(self, *, json_response: bool = False) -> ASGIApp:
         cfg = self.config
         # Always explicit: the SDK turns Host/Origin checks off by itself for a 0.0.0.0 bind.
         hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", *cfg.allowed_hosts]
@@ -220,23 +241,26 @@ class App:
         if cfg.auth_token:
             auth = {"token_verifier": _StaticToken(cfg.auth_token),
                     "auth": AuthSettings(issuer_url=AnyHttpUrl("http://127.0.0.1"), resource_server_url=None)}
-        return self.server.streamable_http_app(
+        return CancelOnDisconnect(self.server.streamable_http_app(
             transport_security=security, host=cfg.host, max_request_body_size=cfg.max_request_body_size,
-            custom_starlette_routes=[Route("/health", _health, methods=["GET"])], **auth,
-        )
+            json_response=json_response, custom_starlette_routes=[Route("/health", _health, methods=["GET"])],
+            **auth,
+        ))
 
-    async def serve_http(self) -> None:
+    async def serve_http(self) -> int | None:
+        """Serve HTTP until a stop signal (returned) has let the calls in flight finish or run out of grace."""
         cfg = self.config
         if not _is_loopback(cfg.host) and not cfg.auth_token:
             log.warning("HTTP bound to a non-loopback address WITHOUT an auth token: anyone who can reach "
                         "this port can use every tool. Set auth_token (or ROOTBOUND_AUTH_TOKEN).",
                         extra={"host": cfg.host})
-        server = uvicorn.Server(uvicorn.Config(
+        server = _Uvicorn(uvicorn.Config(
             self.http_app(), host=cfg.host, port=cfg.port, log_config=None, log_level="warning",
-            lifespan="on", timeout_graceful_shutdown=int(cfg.shutdown_grace) or None))
+            lifespan="on", timeout_graceful_shutdown=math.ceil(cfg.shutdown_grace)))
         log.info("listening", extra={"address": f"http://{cfg.host}:{cfg.port}/mcp",
                                      "auth": "bearer token" if cfg.auth_token else "none"})
         await server.serve()
+        return server.stopped_by
 
     def close(self) -> None:
         groups.kill_all()  # no command outlives the server
@@ -245,6 +269,34 @@ class App:
                 close_spill_root(root)
             else:
                 root.close()
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn, except that a stop signal is not raised again once it has shut down.
+
+    uvicorn re-raises the signal it caught so that the process dies by it; then `App.close()` never
+    ran, and running commands' groups and the spill directory outlived the server. Here the signal is
+    only recorded, and `run()` cleans up and exits with a status that tells what stopped it.
+    """
+
+    stopped_by: int | None = None
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def on_signal(sig: int, frame: FrameType | None) -> None:
+            self.stopped_by = self.stopped_by or sig
+            self.handle_exit(sig, frame)  # graceful; a second SIGINT forces
+
+        previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 def _hide_process_memory() -> None:
@@ -276,22 +328,37 @@ async def _health(request: Request) -> PlainTextResponse:
     return PlainTextResponse("ok")
 
 
-async def _serve_stdio_until_signal(app: App) -> None:
-    # SIGTERM ends the server like end-of-input does: handlers are cancelled, so running
-    # commands' process groups are killed in their `finally` blocks instead of orphaned.
-    async with anyio.create_task_group() as tg:
-        async def watch() -> None:
-            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
-                async for sig in signals:
+async def _serve_stdio_until_signal(app: App) -> int | None:
+    """Serve stdio until end of input or a stop signal (returned). A signal cancels the calls in flight,
+    so running commands' process groups are killed in their `finally` blocks instead of orphaned."""
+    stopped_by: int | None = None
+    stop = anyio.CancelScope()
+
+    async def watch(*, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        nonlocal stopped_by
+        with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+            task_status.started()
+            async for sig in signals:
+                if stopped_by is None:
+                    stopped_by = sig
                     log.info("stopping on signal", extra={"signal": signal.Signals(sig).name})
-                    tg.cancel_scope.cancel()
+                stop.cancel()
 
-        tg.start_soon(watch)
-        await app.serve_stdio()
+    async with anyio.create_task_group() as tg:
+        await tg.start(watch)
+        await app.serve_stdio(stop)
         tg.cancel_scope.cancel()
+    return stopped_by
 
 
-def run(app: App, transport: str) -> None:
+def exit_status(stopped_by: int | None) -> int:
+    """0 after end of input, SIGTERM or SIGHUP (a requested stop that completed); 130 after Ctrl-C, as
+    shells expect of an interrupted program."""
+    return 128 + signal.SIGINT if stopped_by == signal.SIGINT else 0
+
+
+def run(app: App, transport: str) -> int:
+    """Serve until end of input (stdio) or a stop signal, clean up, and return the exit status."""
     log.info("starting", extra={"version": __version__, "transport": transport, "roots": list(app.roots),
                                 "config": app.config.source, "tools": len(app.tools),
                                 "commands": sandbox_headline(app.config)})
@@ -300,9 +367,16 @@ def run(app: App, transport: str) -> None:
         print(f"rootbound {__version__}: serving root(s) {names} over stdio. This process speaks MCP on "
               "stdin/stdout; start it from an MCP client (see README), or press Ctrl-C to stop.",
               file=sys.stderr, flush=True)
+    stopped_by: int | None = None
     try:
-        anyio.run(_serve_stdio_until_signal if transport == "stdio" else App.serve_http, app)
-    except KeyboardInterrupt:
-        pass
+        stopped_by = anyio.run(_serve_stdio_until_signal if transport == "stdio" else App.serve_http, app)
+    except KeyboardInterrupt:  # Ctrl-C before the signal handlers were in place
+        stopped_by = signal.SIGINT
     finally:
         app.close()
+    if stopped_by is not None:
+        log.info("stopped", extra={"signal": signal.Signals(stopped_by).name})
+    # Interpreter teardown would garbage-collect the SDK's many thousands of model objects, which takes
+    # a second or more on a busy machine; frozen objects are skipped, so the process ends promptly.
+    gc.freeze()
+    return exit_status(stopped_by)
