@@ -78,6 +78,18 @@ def call(tool: str, arguments: dict[str, Any], id: int, *, modern: bool = False)
     return {"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}
 
 
+def post_unread(base: str, body: dict[str, Any], headers: dict[str, str]) -> socket.socket:
+    """Send one POST on a socket of its own and leave it open, unread, for the test to drop."""
+    port = int(base.rsplit(":", 1)[1])
+    data = json.dumps(body).encode()
+    head = {"Host": f"127.0.0.1:{port}", "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream", "Content-Length": str(len(data)), **headers}
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.sendall(b"POST /mcp HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in head.items()).encode()
+                 + b"\r\n" + data)
+    return sock
+
+
 class RawStdio:
     """`rootbound` over stdio with nothing in between: the test writes lines and reads lines."""
 

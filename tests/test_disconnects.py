@@ -12,7 +12,6 @@ import socket
 import struct
 import time
 from pathlib import Path
-from typing import Any
 
 import anyio
 import httpx2
@@ -21,23 +20,11 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import text_of
-from tests.live import INITIALIZE, MODERN, MODERN_META, http_process, running, wait_until
+from tests.live import INITIALIZE, MODERN, MODERN_META, http_process, post_unread, running, wait_until
 
 pytestmark = pytest.mark.anyio
 
 ACCEPT = "application/json, text/event-stream"
-
-
-def _post(base: str, body: dict[str, Any], headers: dict[str, str]) -> socket.socket:
-    """Send one POST on a socket of its own and leave it open, unread, for the test to drop."""
-    port = int(base.rsplit(":", 1)[1])
-    data = json.dumps(body).encode()
-    head = {"Host": f"127.0.0.1:{port}", "Content-Type": "application/json", "Accept": ACCEPT,
-            "Content-Length": str(len(data)), **headers}
-    sock = socket.create_connection(("127.0.0.1", port))
-    sock.sendall(b"POST /mcp HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in head.items()).encode()
-                 + b"\r\n" + data)
-    return sock
 
 
 def _session(base: str) -> str:
@@ -56,11 +43,11 @@ def _start_command(base: str, era: str, command: str) -> socket.socket:
     if era == "modern":
         body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                 "params": {"name": "execute_command", "arguments": arguments, "_meta": MODERN_META}}
-        return _post(base, body, {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call",
+        return post_unread(base, body, {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call",
                                   "Mcp-Name": "execute_command"})
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
             "params": {"name": "execute_command", "arguments": arguments}}
-    return _post(base, body, {"mcp-session-id": _session(base), "MCP-Protocol-Version": "2025-11-25"})
+    return post_unread(base, body, {"mcp-session-id": _session(base), "MCP-Protocol-Version": "2025-11-25"})
 
 
 def _drop(sock: socket.socket, reset: bool) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sys
@@ -63,9 +64,22 @@ def shorten_all(value: Any, depth: int = 0) -> Any:
     return shorten(str(value))
 
 
+class _ShutdownCancels(logging.Filter):
+    """uvicorn reports each request it cancels when `shutdown_grace` runs out as an error with a traceback;
+    that is the documented end of a call still running at shutdown, so it becomes one plain warning."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.startswith("uvicorn") and record.exc_info \
+                and isinstance(record.exc_info[1], asyncio.CancelledError):
+            record.msg, record.args, record.exc_info = "shutdown_grace ran out: request cancelled", (), None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
 def configure_logging(level: str = "INFO") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
+    handler.addFilter(_ShutdownCancels())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.WARNING)  # libraries: warnings only, so a tool-call line is not buried
