@@ -131,6 +131,8 @@ def load_stdio(args: argparse.Namespace) -> Score:
             server.initialize()
             start = time.perf_counter()
             for n in range(args.stdio_calls):
+                if n % every == 0:
+                    samples.append(process_stats(server.proc.pid))
                 tool, arguments, ok = _mixed_call(rng, 0, n)
                 if tool == "execute_command":  # this server runs no commands
                     continue
@@ -140,8 +142,6 @@ def load_stdio(args: argparse.Namespace) -> Score:
                 result = (reply or {}).get("result")
                 if result is None or result.get("isError") or not ok(result.get("structuredContent")):
                     score.fail(f"{tool} {arguments}: {json.dumps(reply)[:200]}")
-                if n % every == 0:
-                    samples.append(process_stats(server.proc.pid))
             wall = time.perf_counter() - start
             samples.append(process_stats(server.proc.pid))
         finally:
