@@ -9,13 +9,16 @@ It replaces the SDK's `stdio_server` for two reasons:
 
 File status flags are never changed: stdin and stdout may be a terminal shared with the user's shell,
 which must not be left non-blocking. A blocking descriptor is safe here because we read only after
-readiness (one reader: the data is there) and write at most PIPE_BUF bytes after readiness (a pipe
-or socket that reports room takes that much without waiting). Descriptors the kernel cannot poll
-(a regular file, /dev/null) never block anyway, and are used directly.
+readiness (one reader: the data is there) and write with RWF_NOWAIT (a per-call non-blocking write),
+or where that is refused, at most PIPE_BUF bytes after readiness (a pipe or socket that reports room
+takes that much without waiting). Descriptors the kernel cannot poll (a regular file, /dev/null) never
+block anyway, and are used directly. Never blocking on a write matters: a client busy writing a big
+request while we write a big reply must still find us reading.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import select
@@ -34,6 +37,7 @@ __all__ = ["stdio_transport"]
 
 READ_SIZE = 1 << 16
 WRITE_CHUNK = select.PIPE_BUF  # 4096 on Linux: one page, which a pipe that polls writable always has
+PIPE_SIZE = 1 << 20  # the unprivileged maximum by default (/proc/sys/fs/pipe-max-size)
 DRAIN_SECONDS = 2.0  # how long replies already queued may take to leave once the server has stopped
 
 
@@ -49,6 +53,9 @@ class _Wire:
         os.close(null)
         os.dup2(2, 1)
         self._poll_stdin = True
+        with suppress(OSError):  # a pipe (not a socket or terminal): room for a big reply in one write
+            fcntl.fcntl(self.stdout, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+        self._out_mode = "nowait"  # "nowait" (RWF_NOWAIT), "chunks" (PIPE_BUF after readiness) or "plain"
         self._poll = select.poll()
         self._poll.register(self.stdout, select.POLLOUT)
 
@@ -79,15 +86,34 @@ class _Wire:
     async def write(self, data: bytes) -> None:
         view = memoryview(data)
         while view:
-            if not any(event & select.POLLOUT for _, event in self._poll.poll(0)):
-                with suppress(PermissionError):  # a regular file: writing never waits
-                    await anyio.wait_writable(self.stdout)
-            try:
-                written = os.write(self.stdout, view[:WRITE_CHUNK])
-            except BlockingIOError:
-                continue
+            written = self._write_now(view)
             view = view[written:]
+            if not written and view:
+                try:
+                    await anyio.wait_writable(self.stdout)
+                except PermissionError:  # a regular file: epoll refuses it, and writing it never waits
+                    self._out_mode = "plain"
         await anyio.lowlevel.checkpoint()
+
+    def _write_now(self, view: memoryview) -> int:
+        """Write what the descriptor takes without waiting; 0 if it is full."""
+        if self._out_mode == "nowait":  # one call per reply while the client keeps up (Linux 4.14+)
+            try:
+                return os.pwritev(self.stdout, [view], -1, os.RWF_NOWAIT)
+            except BlockingIOError:
+                return 0
+            except OSError as exc:
+                if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ESPIPE):
+                    raise
+                self._out_mode = "chunks"  # a terminal, or an older kernel
+        if self._out_mode == "plain":
+            return os.write(self.stdout, view)
+        if not any(event & select.POLLOUT for _, event in self._poll.poll(0)):
+            return 0
+        try:
+            return os.write(self.stdout, view[:WRITE_CHUNK])
+        except BlockingIOError:
+            return 0
 
 
 @asynccontextmanager
