@@ -111,6 +111,7 @@ def load_http(args: argparse.Namespace) -> Score:
         anyio.run(all_sessions)
         wall = time.perf_counter() - start
         rss, fds = process_stats(proc.pid)
+        _note_exceptions(score, Path(tmp) / "stderr.log")
     if latencies:
         latencies.sort()
         score.note(f"{len(latencies)} calls from {args.sessions} sessions in {wall:.1f} s "
@@ -146,6 +147,7 @@ def load_stdio(args: argparse.Namespace) -> Score:
             samples.append(process_stats(server.proc.pid))
         finally:
             server.close()
+        _note_exceptions(score, Path(tmp) / "stderr.log")
     settled = samples[len(samples) // 4:]  # after warm-up (caches, thread pool)
     rss = [r for r, _ in settled]
     fds = [f for _, f in settled]
@@ -276,11 +278,32 @@ def _name(line: bytes) -> str:
         else "read_file"
 
 
+def _exceptions(log: Path) -> dict[str, int]:
+    """The last line of each traceback in the server's JSON log, with how often it occurred."""
+    found: dict[str, int] = {}
+    for line in log.read_text(errors="replace").splitlines():
+        try:
+            exc = json.loads(line).get("exc")
+        except ValueError:
+            exc = line if "Traceback" in line else None
+        if exc:
+            frames = [x.strip() for x in exc.splitlines() if x.strip().startswith("File ")]
+            where = frames[-1].split("/")[-1] if frames else ""  # the innermost frame: file, line, function
+            last = f"{exc.strip().splitlines()[-1][:200]} (at {where[:120]})"
+            found[last] = found.get(last, 0) + 1
+    return found
+
+
+def _note_exceptions(score: Score, log: Path) -> None:
+    for last, count in _exceptions(log).items():
+        score.note(f"server log: {count}× {last}")
+
+
 def _check_log(score: Score, log: Path) -> None:
     text = log.read_text(errors="replace")
-    tracebacks = text.count("Traceback")
-    for _ in range(tracebacks):
-        score.fail("a traceback in the server log")
+    for last, count in _exceptions(log).items():
+        for _ in range(count):
+            score.fail(f"a traceback in the server log: {last}")
     lines = text.splitlines() or [""]
     score.note(f"server log: {len(text.encode()) / 1024:.0f} KiB in {len(lines)} lines, "
                f"longest {max(map(len, lines))} bytes")
