@@ -357,22 +357,40 @@ def exit_status(stopped_by: int | None) -> int:
     return 128 + signal.SIGINT if stopped_by == signal.SIGINT else 0
 
 
+class _StopEarly(BaseException):
+    """A stop signal that came before the transport watched for them (while starting up)."""
+
+    def __init__(self, sig: int) -> None:
+        super().__init__(sig)
+        self.sig = sig
+
+
+def _stop_early(sig: int, frame: FrameType | None) -> None:
+    raise _StopEarly(sig)
+
+
 def run(app: App, transport: str) -> int:
     """Serve until end of input (stdio) or a stop signal, clean up, and return the exit status."""
-    log.info("starting", extra={"version": __version__, "transport": transport, "roots": list(app.roots),
-                                "config": app.config.source, "tools": len(app.tools),
-                                "commands": sandbox_headline(app.config)})
-    if transport == "stdio" and sys.stderr.isatty():
-        names = ", ".join(app.roots)
-        print(f"rootbound {__version__}: serving root(s) {names} over stdio. This process speaks MCP on "
-              "stdin/stdout; start it from an MCP client (see README), or press Ctrl-C to stop.",
-              file=sys.stderr, flush=True)
     stopped_by: int | None = None
+    for sig in STOP_SIGNALS:  # from the first line on, a stop signal still cleans up (the transports take over)
+        signal.signal(sig, _stop_early)
     try:
+        log.info("starting", extra={"version": __version__, "transport": transport, "roots": list(app.roots),
+                                    "config": app.config.source, "tools": len(app.tools),
+                                    "commands": sandbox_headline(app.config)})
+        if transport == "stdio" and sys.stderr.isatty():
+            names = ", ".join(app.roots)
+            print(f"rootbound {__version__}: serving root(s) {names} over stdio. This process speaks MCP on "
+                  "stdin/stdout; start it from an MCP client (see README), or press Ctrl-C to stop.",
+                  file=sys.stderr, flush=True)
         stopped_by = anyio.run(_serve_stdio_until_signal if transport == "stdio" else App.serve_http, app)
-    except KeyboardInterrupt:  # Ctrl-C before the signal handlers were in place
+    except _StopEarly as stop:
+        stopped_by = stop.sig
+    except KeyboardInterrupt:
         stopped_by = signal.SIGINT
     finally:
+        for sig in STOP_SIGNALS:  # a stop is under way: a second signal must not cut the clean-up short
+            signal.signal(sig, signal.SIG_IGN)
         app.close()
     if stopped_by is not None:
         log.info("stopped", extra={"signal": signal.Signals(stopped_by).name})
