@@ -273,7 +273,7 @@ def _crash_attempt(base: Path, case: CrashCase, delay: float, work: Path) -> str
 def crash_pass(args: argparse.Namespace) -> Score:
     rounds = int(getattr(args, "rounds", 20))
     rng = random.Random(getattr(args, "seed", None))
-    score = Score("crash")
+    score = Score()
     base = Path(tempfile.mkdtemp(prefix="rootbound-soak-crash-"))
     other = _second_filesystem(base)
     try:
@@ -389,7 +389,7 @@ def _orphan_attempt(work: Path, sandbox: str, ending: str) -> str | None:
 
 def orphan_pass(args: argparse.Namespace) -> Score:
     rounds = max(1, int(getattr(args, "rounds", 20)) // 4)
-    score = Score("orphan")
+    score = Score()
     sandboxes = ["landlock"]
     if bwrap.BWRAP is not None:
         sandboxes.append("bwrap")
@@ -419,15 +419,6 @@ def orphan_pass(args: argparse.Namespace) -> Score:
 PASSES: dict[str, Callable[[argparse.Namespace], Score]] = {"crash": crash_pass, "orphan": orphan_pass}
 
 
-def print_scoreboard(scores: list[Score]) -> None:
-    print(f"{'pass':<10} {'attempts':>8} {'failures':>8}")
-    for s in scores:
-        print(f"{s.name:<10} {s.attempts:>8} {s.failures:>8}")
-    for s in scores:
-        for note in s.notes:
-            print(f"  {s.name}: {note}")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=20, help="kills per crash operation; orphan: a quarter of it "
@@ -435,9 +426,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=None, help="random seed for the kill times")
     parser.add_argument("--passes", default=",".join(PASSES), help=f"comma list of {', '.join(PASSES)}")
     args = parser.parse_args()
-    scores = [PASSES[name](args) for name in args.passes.split(",") if name]
-    print_scoreboard(scores)
-    sys.exit(1 if any(s.failures for s in scores) else 0)
+    scores = {name: PASSES[name](args) for name in args.passes.split(",") if name}
+    print(f"{'pass':<10} {'attempts':>8} {'failures':>8}")
+    for name, s in scores.items():
+        print(f"{name:<10} {s.attempts:>8} {s.failures:>8}")
+        for note in s.notes:
+            print(f"  {note}")
+    sys.exit(1 if any(s.failures for s in scores.values()) else 0)
 
 
 if __name__ == "__main__":

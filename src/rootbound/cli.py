@@ -123,11 +123,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for warning in [*warnings, *nesting_warnings(app.roots.values())]:
             log.warning(warning)
         try:
-            run(app, args.transport)
+            return run(app, args.transport)
         except ListenError as exc:
             print(f"rootbound: {exc}", file=sys.stderr)
             return 1
-        return 0
     try:
         if args.command == "check":
             data = summary.policy(app)

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sys
 import time
+from itertools import islice
 from typing import Any
 
-__all__ = ["configure_logging", "log", "log_tool_call"]
+__all__ = ["VALUE_LIMIT", "configure_logging", "log", "log_tool_call", "shorten", "shorten_all"]
 
 log = logging.getLogger("rootbound")
+
+# Characters of one value a log line or an error text keeps: a 10 MB path must not become a 10 MB
+# line (or a 608 MiB stderr after a fuzz run). Cut values are marked with their full length.
+VALUE_LIMIT = 200
 
 # Attributes every LogRecord has; anything else was passed with `extra=` and goes in the line.
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
@@ -22,12 +28,52 @@ class JsonFormatter(logging.Formatter):
             "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
             "level": record.levelname,
             "logger": record.name,
-            "msg": record.getMessage(),
+            "msg": shorten(record.getMessage(), 2 * VALUE_LIMIT),
         }
-        line.update({k: v for k, v in vars(record).items() if k not in _STANDARD})
+        line.update(shorten_all({k: v for k, v in vars(record).items() if k not in _STANDARD}))
         if record.exc_info:
-            line["exc"] = self.formatException(record.exc_info)
+            # A traceback stays whole, but no line of it (an exception's message may quote input) runs long.
+            line["exc"] = "\n".join(shorten(x, 2 * VALUE_LIMIT) for x in
+                                    self.formatException(record.exc_info).splitlines())
         return json.dumps(line, default=str, ensure_ascii=False)
+
+
+def shorten(text: str, limit: int = VALUE_LIMIT) -> str:
+    """`text` itself if short; else its head, marked with the full length: `'aaaa…' (10485760 bytes)`."""
+    if len(text) <= limit:
+        return text
+    return f"'{text[:limit]}…' ({len(text.encode('utf-8', 'surrogatepass'))} bytes)"
+
+
+def shorten_all(value: Any, depth: int = 0) -> Any:
+    """`value` with every string in it (keys too) shortened, and no more than 50 items of any container."""
+    if isinstance(value, str):
+        return shorten(value)
+    if isinstance(value, (int, float, bool)) or value is None:
+        return value
+    if depth > 4:
+        return shorten(repr(value))
+    if isinstance(value, dict):
+        items = {shorten(str(k)): shorten_all(v, depth + 1) for k, v in islice(value.items(), 50)}
+        if len(value) > 50:
+            items["…"] = f"{len(value)} items"
+        return items
+    if isinstance(value, (list, tuple, set, frozenset)):
+        kept = [shorten_all(v, depth + 1) for v in islice(value, 50)]
+        return [*kept, f"… ({len(value)} items)"] if len(value) > 50 else kept
+    return shorten(str(value))
+
+
+class _ShutdownCancels(logging.Filter):
+    """uvicorn reports each request it cancels when `shutdown_grace` runs out as an error with a traceback;
+    that is the documented end of a call still running at shutdown, so it becomes one plain warning."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.startswith("uvicorn") and record.exc_info \
+                and isinstance(record.exc_info[1], asyncio.CancelledError):
+            record.msg, record.args, record.exc_info = "shutdown_grace ran out: request cancelled", (), None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
 
 
 class HumanFormatter(logging.Formatter):
@@ -43,6 +89,7 @@ def configure_logging(level: str = "INFO", human: bool = False) -> None:
     """JSON lines for the server (log collectors read them); plain sentences for a person's commands."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(HumanFormatter() if human else JsonFormatter())
+    handler.addFilter(_ShutdownCancels())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     # Libraries: warnings only, so a tool-call line is not buried (and nothing below the chosen level).

@@ -9,24 +9,30 @@ leaks an exception's text to the client.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hmac
 import ipaddress
+import math
 import os
 import signal
 import sys
+import threading
 import warnings
+from collections.abc import Iterator
+from types import FrameType
 from typing import Any
 
 import anyio
+import anyio.abc
 import uvicorn
 from mcp.server import Server, ServerRequestContext
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.context import CallNext, HandlerResult
-from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.types import (
     CallToolRequestParams,
     CallToolResult,
@@ -38,24 +44,26 @@ from mcp.types import (
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import AnyHttpUrl
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from rootbound import __version__, recovery
 from rootbound.client_roots import ClientRootsState, build_client_roots
 from rootbound.config import Config
+from rootbound.disconnects import CancelOnDisconnect, cancelled_on_disconnect
 from rootbound.execution import groups
 from rootbound.execution.output import return_big_buffers
 from rootbound.execution.spill import SpillStore
 from rootbound.hosts import LowercaseHost, host_patterns, origin_patterns, url_host
 from rootbound.listening import listen
-from rootbound.logs import log
+from rootbound.logs import log, shorten
 from rootbound.roots import Root, RootSet
 from rootbound.roots_request import RootsAsker
 from rootbound.sandbox.select import headline as sandbox_headline
 from rootbound.session_ids import NoSessionIdOnError
+from rootbound.stdio import stdio_transport
 from rootbound.tools import all_tools
 from rootbound.tools.base import CallContext, Caller, Progress, ToolSpec, Workers, call_tool
 
@@ -72,6 +80,8 @@ _STATE_KEY = "rootbound.client_roots"
 _ASKER_KEY = "rootbound.roots_asker"
 _CALLER_KEY = "rootbound.caller"
 ANONYMOUS = "anonymous"  # the principal of sessionless requests when no auth token is configured
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+REQUEST_CANCELLED = -32800  # as the SDK answers a cancelled handshake-era request
 _ROOTS_CAPABILITY = ClientCapabilities(roots=RootsCapability())
 _COMMAND_TOOLS = ("execute_command", "shell")  # listed only when some program is allowed
 
@@ -140,6 +150,7 @@ class App:
             on_list_tools=self._list_tools, on_call_tool=self._call_tool,
             get_tool_input_schema=self._input_schemas.get,
         )
+        self.server.middleware.append(self._disconnect_middleware)
         self.server.middleware.append(self._roots_middleware)
 
     # -- per-call context -------------------------------------------------------------------
@@ -200,12 +211,20 @@ class App:
                    ) -> CallToolResult:
         spec = self.tools.get(name)
         if spec is None:
-            text = f"unknown tool: {name}; known tools: {', '.join(self.tools)}"
+            text = f"unknown tool: {shorten(name)}; known tools: {', '.join(self.tools)}"
             if name in _COMMAND_TOOLS:
                 text += ("; the command tools are off on this server: the operator enables them with "
                          "--allow-commands LIST or commands.allowed in the config")
             return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
         return await call_tool(spec, ctx or self.context(), arguments)
+
+    async def _disconnect_middleware(self, ctx: ServerRequestContext[Any], call_next: CallNext) -> HandlerResult:
+        """A request whose HTTP client has gone is cancelled, so that its command stops and frees its slot."""
+        if ctx.request_id is None or ctx.request is None:
+            return await call_next(ctx)
+        with cancelled_on_disconnect(ctx.request):
+            return await call_next(ctx)
+        raise MCPError(code=REQUEST_CANCELLED, message="request cancelled: the client disconnected")
 
     # -- client roots -----------------------------------------------------------------------
 
@@ -242,11 +261,13 @@ class App:
 
     # -- transports -------------------------------------------------------------------------
 
-    async def serve_stdio(self) -> None:
-        async with stdio_server() as (read, write):
-            await self.server.run(read, write, self.server.create_initialization_options())
+    async def serve_stdio(self, stop: anyio.CancelScope | None = None) -> None:
+        """Serve one client on stdin/stdout until end of input, or until `stop` is cancelled."""
+        async with stdio_transport() as (read, write):
+            with stop or anyio.CancelScope():
+                await self.server.run(read, write, self.server.create_initialization_options())
 
-    def http_app(self) -> Starlette:
+    def http_app(self, *, json_response: bool = False) -> ASGIApp:
         cfg = self.config
         # Always explicit: the SDK turns Host/Origin checks off by itself for a 0.0.0.0 bind.
         hosts = ["127.0.0.1", "localhost", "[::1]", *cfg.allowed_hosts]
@@ -263,25 +284,28 @@ class App:
                     "auth": AuthSettings(issuer_url=AnyHttpUrl("http://127.0.0.1"), resource_server_url=None)}
         app = self.server.streamable_http_app(
             transport_security=security, host=cfg.host, max_request_body_size=cfg.max_request_body_size,
-            custom_starlette_routes=[Route("/health", _health, methods=["GET"])], **auth,
+            json_response=json_response, custom_starlette_routes=[Route("/health", _health, methods=["GET"])],
+            **auth,
         )
         app.add_middleware(NoSessionIdOnError)  # a refused request names no (discarded) session
         app.add_middleware(LowercaseHost)
-        return app
+        return CancelOnDisconnect(app)
 
-    async def serve_http(self) -> None:
+    async def serve_http(self) -> int | None:
+        """Serve HTTP until a stop signal (returned) has let the calls in flight finish or run out of grace."""
         cfg = self.config
         if not _is_loopback(cfg.host) and not cfg.auth_token:
             log.warning("HTTP bound to a non-loopback address WITHOUT an auth token: anyone who can reach "
                         "this port can use every tool. Set auth_token (or ROOTBOUND_AUTH_TOKEN).",
                         extra={"host": cfg.host})
-        server = uvicorn.Server(uvicorn.Config(
+        server = _Uvicorn(uvicorn.Config(
             self.http_app(), host=cfg.host, port=cfg.port, log_config=None, log_level="warning",
-            lifespan="on", timeout_graceful_shutdown=int(cfg.shutdown_grace) or None))
+            lifespan="on", timeout_graceful_shutdown=math.ceil(cfg.shutdown_grace)))
         sock = listen(cfg.host, cfg.port)  # before saying so: a port in use is a ListenError, not a later traceback
         log.info("listening", extra={"address": f"http://{url_host(cfg.host)}:{sock.getsockname()[1]}/mcp",
                                      "auth": "bearer token" if cfg.auth_token else "none"})
         await server.serve(sockets=[sock])
+        return server.stopped_by
 
     def close(self) -> None:
         groups.kill_all()  # no command outlives the server
@@ -291,6 +315,34 @@ class App:
             caller.close()
         if self.spill is not None:
             self.spill.close()
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn, except that a stop signal is not raised again once it has shut down.
+
+    uvicorn re-raises the signal it caught so that the process dies by it; then `App.close()` never
+    ran, and running commands' groups and the spill directory outlived the server. Here the signal is
+    only recorded, and `run()` cleans up and exits with a status that tells what stopped it.
+    """
+
+    stopped_by: int | None = None
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def on_signal(sig: int, frame: FrameType | None) -> None:
+            self.stopped_by = self.stopped_by or sig
+            self.handle_exit(sig, frame)  # graceful; a second SIGINT forces
+
+        previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 def _hide_process_memory() -> None:
@@ -322,33 +374,73 @@ async def _health(request: Request) -> PlainTextResponse:
     return PlainTextResponse("ok")
 
 
-async def _serve_stdio_until_signal(app: App) -> None:
-    # SIGTERM ends the server like end-of-input does: handlers are cancelled, so running
-    # commands' process groups are killed in their `finally` blocks instead of orphaned.
-    async with anyio.create_task_group() as tg:
-        async def watch() -> None:
-            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
-                async for sig in signals:
+async def _serve_stdio_until_signal(app: App) -> int | None:
+    """Serve stdio until end of input or a stop signal (returned). A signal cancels the calls in flight,
+    so running commands' process groups are killed in their `finally` blocks instead of orphaned."""
+    stopped_by: int | None = None
+    stop = anyio.CancelScope()
+
+    async def watch(*, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        nonlocal stopped_by
+        with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+            task_status.started()
+            async for sig in signals:
+                if stopped_by is None:
+                    stopped_by = sig
                     log.info("stopping on signal", extra={"signal": signal.Signals(sig).name})
-                    tg.cancel_scope.cancel()
+                stop.cancel()
 
-        tg.start_soon(watch)
-        await app.serve_stdio()
+    async with anyio.create_task_group() as tg:
+        await tg.start(watch)
+        await app.serve_stdio(stop)
         tg.cancel_scope.cancel()
+    return stopped_by
 
 
-def run(app: App, transport: str) -> None:
-    log.info("starting", extra={"version": __version__, "transport": transport, "roots": list(app.roots),
-                                "config": app.config.source, "tools": len(app.tools),
-                                "commands": sandbox_headline(app.config)})
-    if transport == "stdio" and sys.stderr.isatty():
-        names = ", ".join(app.roots)
-        print(f"rootbound {__version__}: serving root(s) {names} over stdio. This process speaks MCP on "
-              "stdin/stdout; start it from an MCP client (see README), or press Ctrl-C to stop.",
-              file=sys.stderr, flush=True)
+def exit_status(stopped_by: int | None) -> int:
+    """0 after end of input, SIGTERM or SIGHUP (a requested stop that completed); 130 after Ctrl-C, as
+    shells expect of an interrupted program."""
+    return 128 + signal.SIGINT if stopped_by == signal.SIGINT else 0
+
+
+class _StopEarly(BaseException):
+    """A stop signal that came before the transport watched for them (while starting up)."""
+
+    def __init__(self, sig: int) -> None:
+        super().__init__(sig)
+        self.sig = sig
+
+
+def _stop_early(sig: int, frame: FrameType | None) -> None:
+    raise _StopEarly(sig)
+
+
+def run(app: App, transport: str) -> int:
+    """Serve until end of input (stdio) or a stop signal, clean up, and return the exit status."""
+    stopped_by: int | None = None
+    for sig in STOP_SIGNALS:  # from the first line on, a stop signal still cleans up (the transports take over)
+        signal.signal(sig, _stop_early)
     try:
-        anyio.run(_serve_stdio_until_signal if transport == "stdio" else App.serve_http, app)
+        log.info("starting", extra={"version": __version__, "transport": transport, "roots": list(app.roots),
+                                    "config": app.config.source, "tools": len(app.tools),
+                                    "commands": sandbox_headline(app.config)})
+        if transport == "stdio" and sys.stderr.isatty():
+            names = ", ".join(app.roots)
+            print(f"rootbound {__version__}: serving root(s) {names} over stdio. This process speaks MCP on "
+                  "stdin/stdout; start it from an MCP client (see README), or press Ctrl-C to stop.",
+                  file=sys.stderr, flush=True)
+        stopped_by = anyio.run(_serve_stdio_until_signal if transport == "stdio" else App.serve_http, app)
+    except _StopEarly as stop:
+        stopped_by = stop.sig
     except KeyboardInterrupt:
-        pass
+        stopped_by = signal.SIGINT
     finally:
+        for sig in STOP_SIGNALS:  # a stop is under way: a second signal must not cut the clean-up short
+            signal.signal(sig, signal.SIG_IGN)
         app.close()
+    if stopped_by is not None:
+        log.info("stopped", extra={"signal": signal.Signals(stopped_by).name})
+    # Interpreter teardown would garbage-collect the SDK's many thousands of model objects, which takes
+    # a second or more on a busy machine; frozen objects are skipped, so the process ends promptly.
+    gc.freeze()
+    return exit_status(stopped_by)

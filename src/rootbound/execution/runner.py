@@ -108,12 +108,15 @@ async def _spawn(launch: Launch) -> Child:
     try:
         if launch.spawn is not None:
             return await launch.spawn(launch)
-        transport, protocol = await loop.subprocess_exec(
-            lambda: _Protocol(loop), launch.argv[0], *launch.argv[1:], executable=launch.executable,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            cwd=f"/proc/self/fd/{launch.cwd_fd}", env=dict(launch.env),
-            start_new_session=True, close_fds=True, **launch.popen_options,
-        )
+        # Not cancellable (as `spawn_restricted`): a cancel landing mid-spawn (a client that disconnects at
+        # once) would leave a started process that nobody tracks or kills.
+        with anyio.CancelScope(shield=True):
+            transport, protocol = await loop.subprocess_exec(
+                lambda: _Protocol(loop), launch.argv[0], *launch.argv[1:], executable=launch.executable,
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                cwd=f"/proc/self/fd/{launch.cwd_fd}", env=dict(launch.env),
+                start_new_session=True, close_fds=True, **launch.popen_options,
+            )
     except OSError as exc:
         code = exc.errno or errno.EIO
         raise SpawnError(code, exc.strerror or str(exc)) from None

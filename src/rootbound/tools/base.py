@@ -27,7 +27,7 @@ from rootbound.bounds import CallBound, bounded
 from rootbound.config import Config
 from rootbound.errors import ToolError
 from rootbound.execution.spill import SpillArea
-from rootbound.logs import log, log_tool_call
+from rootbound.logs import VALUE_LIMIT, log, log_tool_call, shorten
 from rootbound.roots import RootSet
 
 __all__ = ["Args", "CallContext", "Caller", "RelPath", "RootName", "ToolOutput", "ToolSpec", "Work", "Workers",
@@ -196,6 +196,32 @@ def _error(message: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
 
 
+ERROR_LIMIT = 2000  # characters of an error text; an argument it quotes is cut long before that
+
+
+def shortened(message: str, arguments: Any) -> str:
+    """`message` with each long argument it quotes (a value or a key) shortened, and at most ERROR_LIMIT long:
+    a 10 MB path must not come back as a 10 MB error."""
+    for value in sorted(_long_strings(arguments), key=len, reverse=True):
+        if value in message:  # quoted or bare: `shorten` adds its own quotes
+            message = message.replace(f"'{value}'", value).replace(value, shorten(value))
+    if len(message) > ERROR_LIMIT:  # the argument was quoted in another form (escaped, normalised)
+        message = f"{message[:ERROR_LIMIT]}… ({len(message)} characters)"
+    return message
+
+
+def _long_strings(value: Any, depth: int = 0) -> list[str]:
+    if isinstance(value, str):
+        return [value] if len(value) > VALUE_LIMIT else []
+    if depth > 3:
+        return []
+    if isinstance(value, dict):
+        return [s for k, v in list(value.items())[:100] for s in (*_long_strings(k), *_long_strings(v, depth + 1))]
+    if isinstance(value, list):
+        return [s for v in value[:100] for s in _long_strings(v, depth + 1)]
+    return []
+
+
 def _where(args: dict[str, Any]) -> tuple[str | None, str | None]:
     root = args.get("root", args.get("source_root"))
     path = args.get("path", args.get("source_path"))
@@ -223,11 +249,15 @@ async def call_tool(spec: ToolSpec, ctx: CallContext, arguments: dict[str, Any] 
         log_tool_call(spec.name, root, path, "cancelled", (time.perf_counter() - start) * 1000, 0)
         raise
     except ValidationError as exc:
-        outcome, error = "error", _describe_validation(spec.name, exc)
+        outcome, error = "error", shortened(_describe_validation(spec.name, exc), arguments)
         result = _error(error)
     except ToolError as exc:
-        outcome, error = exc.outcome, exc.message
-        result = _error(exc.message)
+        outcome, error = exc.outcome, shortened(exc.message, arguments)
+        result = _error(error)
+    except anyio.get_cancelled_exc_class():
+        # The client cancelled, disconnected, or the server is stopping: no reply, but still the log line.
+        log_tool_call(spec.name, root, path, "cancelled", (time.perf_counter() - start) * 1000, 0)
+        raise
     except Exception:
         log.exception("tool %s failed", spec.name, extra={"tool": spec.name, "root": root, "path": path})
         outcome, error = "crash", "internal error"

@@ -1,0 +1,193 @@
+"""rootbound's own stdio transport: one JSON-RPC message per line on stdin and stdout, moved by the event loop.
+
+It replaces the SDK's `stdio_server` for two reasons:
+* the SDK reads stdin in a worker thread blocked in `readline()`, which nothing can interrupt, so
+  SIGTERM and Ctrl-C could not stop a server whose client kept stdin open. Here fd 0 is read only
+  when the event loop reports it readable, so cancelling the server is immediate;
+* the SDK drops every line its parser refuses, unanswered and unlogged, so a client waiting on that
+  request hangs. Here each one gets its JSON-RPC error reply (`inbound.read_line`) and a log line.
+
+File status flags are never changed: stdin and stdout may be a terminal shared with the user's shell,
+which must not be left non-blocking. A blocking descriptor is safe here because we read only after
+readiness (one reader: the data is there) and write with RWF_NOWAIT (a per-call non-blocking write),
+or where that is refused, at most PIPE_BUF bytes after readiness (a pipe or socket that reports room
+takes that much without waiting). Descriptors the kernel cannot poll (a regular file, /dev/null) never
+block anyway, and are used directly. Never blocking on a write matters: a client busy writing a big
+request while we write a big reply must still find us reading.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import select
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+
+import anyio
+import anyio.lowlevel
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.shared.message import SessionMessage
+
+from rootbound.inbound import Refusal, read_line
+from rootbound.logs import log
+
+__all__ = ["stdio_transport"]
+
+READ_SIZE = 1 << 16
+WRITE_CHUNK = select.PIPE_BUF  # 4096 on Linux: one page, which a pipe that polls writable always has
+PIPE_SIZE = 1 << 20  # the unprivileged maximum by default (/proc/sys/fs/pipe-max-size)
+DRAIN_SECONDS = 2.0  # how long replies already queued may take to leave once the server has stopped
+
+
+class _Wire:
+    """The client's pipes, on private descriptors; meanwhile fd 0 reads /dev/null and fd 1 writes to stderr,
+    so that nothing else in the process (or a child) can read a request or corrupt the reply stream."""
+
+    def __init__(self) -> None:
+        self.stdin = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+        self.stdout = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+        null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        os.dup2(null, 0)
+        os.close(null)
+        os.dup2(2, 1)
+        self._poll_stdin = True
+        with suppress(OSError):  # a pipe (not a socket or terminal): room for a big reply in one write
+            fcntl.fcntl(self.stdout, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+        self._out_mode = "nowait"  # "nowait" (RWF_NOWAIT), "chunks" (PIPE_BUF after readiness) or "plain"
+        self._poll = select.poll()
+        self._poll.register(self.stdout, select.POLLOUT)
+
+    def close(self) -> None:
+        os.dup2(self.stdin, 0)
+        os.dup2(self.stdout, 1)
+        os.close(self.stdin)
+        os.close(self.stdout)
+
+    async def read(self) -> bytes:
+        """The next bytes from the client; b"" at end of input."""
+        while True:
+            if self._poll_stdin:
+                try:
+                    await anyio.wait_readable(self.stdin)
+                except PermissionError:  # a regular file or /dev/null: epoll refuses them; reading never blocks
+                    self._poll_stdin = False
+            if not self._poll_stdin:
+                await anyio.lowlevel.checkpoint()  # stay cancellable while reading a file to its end
+            try:
+                return os.read(self.stdin, READ_SIZE)
+            except BlockingIOError:  # someone else made the descriptor non-blocking: wait again
+                continue
+            except OSError as exc:  # EIO from a terminal that hung up, ECONNRESET from a socket: the client left
+                log.info("client input failed; treating it as end of input", extra={"error": str(exc)})
+                return b""
+
+    async def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            written = self._write_now(view)
+            view = view[written:]
+            if not written and view:
+                try:
+                    await anyio.wait_writable(self.stdout)
+                except PermissionError:  # a regular file: epoll refuses it, and writing it never waits
+                    self._out_mode = "plain"
+        await anyio.lowlevel.checkpoint()
+
+    def _write_now(self, view: memoryview) -> int:
+        """Write what the descriptor takes without waiting; 0 if it is full."""
+        if self._out_mode == "nowait":  # one call per reply while the client keeps up (Linux 4.14+)
+            try:
+                return os.pwritev(self.stdout, [view], -1, os.RWF_NOWAIT)
+            except BlockingIOError:
+                return 0
+            except OSError as exc:
+                if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ESPIPE):
+                    raise
+                self._out_mode = "chunks"  # a terminal, or an older kernel
+        if self._out_mode == "plain":
+            return os.write(self.stdout, view)
+        if not any(event & select.POLLOUT for _, event in self._poll.poll(0)):
+            return 0
+        try:
+            return os.write(self.stdout, view[:WRITE_CHUNK])
+        except BlockingIOError:
+            return 0
+
+
+@asynccontextmanager
+async def stdio_transport() -> AsyncIterator[tuple[MemoryObjectReceiveStream[SessionMessage | Exception],
+                                                   MemoryObjectSendStream[SessionMessage | bytes]]]:
+    """Serve the process's stdin and stdout: `async with stdio_transport() as (read, write): await server.run(...)`.
+
+    The body's end (end of input, or the caller cancelling its own scope inside) stops reading; replies
+    already written by the server still leave, for up to DRAIN_SECONDS.
+    """
+    wire = _Wire()
+    read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_send, write_recv = anyio.create_memory_object_stream[SessionMessage | bytes](0)
+    replies = write_send.clone()  # the reader's own way to the writer, for error replies
+    drained = anyio.Event()
+    try:
+        async with anyio.create_task_group() as tg:
+
+            async def deliver(line: bytes) -> None:
+                parsed = read_line(line)
+                if isinstance(parsed, SessionMessage):
+                    await read_send.send(parsed)
+                elif isinstance(parsed, Refusal):
+                    log.warning("unreadable message", extra={"code": parsed.code, "reason": parsed.message,
+                                                             "id": parsed.ids[0] if parsed.ids else None,
+                                                             "bytes": parsed.size})
+                    for reply in parsed.replies():
+                        await replies.send(reply)
+
+            async def read_lines(scope: anyio.CancelScope) -> None:
+                with scope:
+                    async with read_send, replies:
+                        pending = bytearray()
+                        while chunk := await wire.read():
+                            start = len(pending)
+                            pending += chunk
+                            begin, end = 0, pending.find(b"\n", start)
+                            while end >= 0:
+                                await deliver(bytes(pending[begin:end]))
+                                begin, end = end + 1, pending.find(b"\n", end + 1)
+                            del pending[:begin]
+                        if pending:  # a last line without its newline
+                            await deliver(bytes(pending))
+
+            async def write_lines() -> None:
+                try:
+                    async with write_recv:
+                        async for item in write_recv:
+                            await wire.write(item if isinstance(item, bytes) else _encode(item))
+                except OSError as exc:  # EPIPE: the client stopped reading; nothing more can reach it
+                    log.info("client output closed; stopping", extra={"error": str(exc)})
+                    tg.cancel_scope.cancel()
+                finally:
+                    drained.set()
+
+            reading = anyio.CancelScope()
+            tg.start_soon(read_lines, reading)
+            tg.start_soon(write_lines)
+            try:
+                yield read_recv, write_send
+            finally:
+                reading.cancel()
+                write_send.close()
+                with anyio.move_on_after(DRAIN_SECONDS, shield=True):
+                    await drained.wait()
+                tg.cancel_scope.cancel()
+    finally:
+        with suppress(OSError):
+            wire.close()
+
+
+def _encode(message: SessionMessage) -> bytes:
+    text = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+    try:
+        return text.encode()
+    except UnicodeEncodeError:  # a lone surrogate from a file name: it has no UTF-8 form
+        return text.encode(errors="replace")
