@@ -17,7 +17,8 @@ baselines take turns round-robin in the same run (the order rotates each round, 
 alike); the operation's table gives the median and p90 of each, its ratio to rootbound and to each baseline,
 and the results counted in its reply. A count that differs from the first baseline's (a truncated listing,
 a shortened read, a grep that found fewer lines) is marked "!". A server without the operation shows "—"
-and why. Peak RSS is each server process's VmHWM at the end of the run. A markdown summary closes the run.
+and why. Peak RSS is each server process's VmHWM once started and at the end of the run. A markdown
+summary closes the run.
 
 The numbers are noisy on a shared machine: the load average is printed at the start and the end; compare
 ratios within one run, not absolute times across runs.
@@ -277,6 +278,7 @@ class Session:
     adapter: Adapter
     pid: int | None
     server: str  # name and version from its initialize result
+    started_rss: int | None  # VmHWM once started and its tools listed: what the run itself added is the rest
 
 
 async def open_sessions(stack: AsyncExitStack, adapters: list[Adapter], logs: Path,
@@ -292,8 +294,8 @@ async def open_sessions(stack: AsyncExitStack, adapters: list[Adapter], logs: Pa
                 a.tools = {t.name: t for t in (await a.client.list_tools()).tools}
             pids = children() - before
             info = a.client.server_info
-            sessions.append(Session(a, pids.pop() if len(pids) == 1 else None,
-                                    f"{info.name} {info.version}" if info else "?"))
+            pid = pids.pop() if len(pids) == 1 else None
+            sessions.append(Session(a, pid, f"{info.name} {info.version}" if info else "?", vm_hwm(pid)))
         except Unavailable as e:
             skipped[a.label] = str(e)
         except Exception as e:
@@ -367,6 +369,7 @@ def summary(results: dict[str, tuple[str, dict[str, Outcome]]], sessions: list[S
     variants = [s.adapter for s in sessions if s.adapter.variant_of is not None]
     print("\n| operation | " + " | ".join(a.label for a in mains) + " | baseline |")
     print("|---" * (len(mains) + 2) + "|")
+    notes: dict[str, list[str]] = {}  # why a cell is empty: the reason, and where
     for title, outcomes in results.values():
         expected = expected_count(outcomes)
         base = next((n for n, o in outcomes.items() if o.baseline and o.samples), None)
@@ -379,8 +382,13 @@ def summary(results: dict[str, tuple[str, dict[str, Outcome]]], sessions: list[S
         baselines = "; ".join(f"{n} {ms(statistics.median(o.samples))}" for n, o in outcomes.items()
                               if o.baseline and o.samples)
         print(f"| {title} | " + " | ".join(cells) + f" | {baselines} |")
+        for name, o in outcomes.items():
+            if o.note:
+                notes.setdefault(o.note, []).append(f"{name}, {title}")
     if rss:
         print("| peak RSS, MB | " + " | ".join(mb(rss.get(a.label)) for a in mains) + f" | idle python {mb(idle)} |")
+    if notes:
+        print("\n" + "\n".join(f"— {note}: {'; '.join(where)}" for note, where in notes.items()))
 
 
 def load() -> str:
@@ -451,10 +459,11 @@ async def main(opts: argparse.Namespace) -> None:
         if RSS in opts.ops:
             rss = {s.adapter.label: vm_hwm(s.pid) for s in sessions if s.adapter.variant_of is None}
             idle = idle_python()
-            print("\npeak RSS (VmHWM of each server process at the end of the run), MB")
-            for label, size in rss.items():
-                print(f"  {label:28} {mb(size):>6}")
-            print(f"  {'baseline: idle python':28} {mb(idle):>6}")
+            print(f"\npeak RSS, MB (VmHWM of each server process)\n  {'':28} {'started':>8} {'end of run':>11}")
+            for s in sessions:
+                if s.adapter.label in rss:
+                    print(f"  {s.adapter.label:28} {mb(s.started_rss):>8} {mb(rss[s.adapter.label]):>11}")
+            print(f"  {'baseline: idle python':28} {mb(idle):>8}")
     print("\nsummary: median ms (x the first baseline); ! marks a result count that differs from the baseline's")
     summary(results, sessions, rss, idle)
     for label, why in skipped.items():
