@@ -286,7 +286,10 @@ async def open_sessions(stack: AsyncExitStack, adapters: list[Adapter], logs: Pa
     sessions = []
     for a in adapters:
         try:
-            a.prepare()
+            try:
+                a.prepare()
+            except OSError as e:
+                raise Unavailable(f"could not install it: {e}") from e
             a.errlog = stack.enter_context(open(logs / f"{a.key}.log", "w"))  # noqa: SIM115 (the stack closes it)
             before = children()
             a.client = await stack.enter_async_context(a.connect())  # no timeout scope: the session outlives it
@@ -351,7 +354,7 @@ def print_op(title: str, counted: str, outcomes: dict[str, Outcome]) -> None:
         row += f"  {o.size / 1024:>9,.1f}" if o.size is not None else f"  {'':>9}"
         if o.count is not None:
             row += f"  {o.count:,}" + (f"  (expected {expected:,})" if differs(o, expected) else "")
-        print(row)
+        print(row + (f"  then {o.note}" if o.note else ""))  # it failed after some rounds
 
 
 def cell(o: Outcome | None, expected: int | None, base_med: float | None) -> str:
@@ -359,7 +362,7 @@ def cell(o: Outcome | None, expected: int | None, base_med: float | None) -> str
         return "—"
     med = statistics.median(o.samples)
     text = ms(med) + (f" ({med / base_med:.1f}x)" if base_med else "")
-    return text + (f" ! {o.count:,} results" if differs(o, expected) else "")
+    return text + (f" ! {o.count:,} results" if differs(o, expected) else "") + (" ! then failed" if o.note else "")
 
 
 def summary(results: dict[str, tuple[str, dict[str, Outcome]]], sessions: list[Session],
