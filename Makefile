@@ -6,7 +6,7 @@ IMAGE ?= rootbound:latest
 # Touched after a successful install: the editable install needs redoing only when pyproject.toml changes.
 STAMP := $(VENV)/.rootbound-installed
 
-.PHONY: install run test lint bench docker-build docs clean
+.PHONY: install run test lint bench bench-peers docker-build docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,8 +27,11 @@ lint: $(STAMP)  ## ruff and mypy
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 
-bench: $(STAMP)  ## every benchmark, each against its baseline in the same run
-	@for b in bench/*.py; do case $$b in */_*) continue;; esac; echo "== $$b"; $(BIN)/python $$b || exit 1; done
+bench: $(STAMP)  ## every benchmark, each against its baseline in the same run (bench-peers apart: it installs peers)
+	@for b in bench/*.py; do case $$b in */_*|*/peers.py) continue;; esac; echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+bench-peers: $(STAMP)  ## rootbound beside the reference filesystem server, Desktop Commander and mcp-shell-server (needs node and npm; ARGS="--help" for options)
+	$(BIN)/python bench/peers.py $(ARGS)
 
 docs: $(STAMP)  ## regenerate docs/tools.md and the config JSON Schema from the code
 	$(BIN)/rootbound tools --markdown --allow-commands "*" > docs/tools.md
