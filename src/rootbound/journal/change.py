@@ -289,7 +289,7 @@ class Change:
                     afters.append(None)
             for p, a in zip(self._paths, afters, strict=True):
                 p.record.after = a
-            self._written[0].finish(self.id, APPLIED, afters)
+            self._written[0].finish(self.id, APPLIED, afters, self.undoes if self.undoes else None)
         finally:
             self._release()
         for hook in self.journal.after_commit:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
@@ -47,10 +48,20 @@ ABSENT: Final[State] = {"kind": "absent"}
 _ALPHABET: Final = "0123456789abcdefghjkmnpqrstvwxyz"
 
 
+_last_id = 0
+_id_lock = threading.Lock()
+
+
 def new_id(now: float | None = None) -> str:
-    """A short id that sorts by time: 44 bits of milliseconds and 16 random bits, as 12 base32 characters."""
+    """A short id that sorts by time: 44 bits of milliseconds and 16 random bits, as 12 base32 characters.
+
+    Within one process ids only grow (a second id in the same millisecond is the first plus one), so
+    a process's entries sort in the order it made them; across processes, by the millisecond."""
+    global _last_id
     ms = int((time.time() if now is None else now) * 1000) & ((1 << 44) - 1)
-    value = (ms << 16) | secrets.randbits(16)
+    with _id_lock:
+        value = max((ms << 16) | secrets.randbits(15), _last_id + 1)
+        _last_id = value
     return "".join(_ALPHABET[(value >> shift) & 31] for shift in range(55, -1, -5))
 
 
@@ -105,6 +116,7 @@ class PathRecord:
     def before(self) -> State:
         if isinstance(self._before, str):
             self._before = json.loads(self._before)
+        assert isinstance(self._before, dict)
         return self._before
 
     def __repr__(self) -> str:

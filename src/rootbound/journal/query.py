@@ -313,7 +313,7 @@ def _fill_row_stats(rows: list[tuple[Store, tuple[Any, ...]]], root_fds: Mapping
     fill_stats([f for _, f in found], root_fds)
     for i, f in found:
         store, r = rows[i]
-        rows[i] = (store, r[:_ADDED] + (f.entry.added, f.entry.removed) + r[_ADDED + 2:])
+        rows[i] = (store, (*r[:_ADDED], f.entry.added, f.entry.removed, *r[_ADDED + 2:]))
 
 
 # Columns of Store.listing rows.
@@ -330,7 +330,8 @@ def _row_line(r: tuple[Any, ...], now: float) -> str:
     added = r[_ADDED]
     stats = f"  +{added} -{r[_REMOVED]}" if added is not None and added >= 0 else ""
     undone = f"  [undone by {r[_UNDONE_BY]}]" if r[_UNDONE_BY] else ""
-    return f"{r[_ID]}  {age(now - r[_TIME]):>8}  {(r[_CLIENT] or '-')[:20]:20}  {r[_TOOL]:14}  {r[_SHOWN]}{stats}{undone}"
+    client = (r[_CLIENT] or "-")[:20]
+    return f"{r[_ID]}  {age(now - r[_TIME]):>8}  {client:20}  {r[_TOOL]:14}  {r[_SHOWN]}{stats}{undone}"
 
 
 def line(entry: Entry, now: float) -> str:

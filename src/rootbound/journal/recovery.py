@@ -23,7 +23,7 @@ import fcntl
 import os
 from collections.abc import Iterable
 
-from rootbound.beneath import open_beneath
+from rootbound.beneath import EscapeError, open_beneath
 from rootbound.journal.capture import digest_now
 from rootbound.journal.change import Journal, RootRef
 from rootbound.journal.model import APPLIED, NOT_APPLIED, PENDING, Entry, digest_of
@@ -62,6 +62,8 @@ def current_digest(root_fd: int, rel: str) -> str:
         return "tree"  # the root itself is never a journaled path
     try:
         dirfd = open_beneath(root_fd, parts[:-1], _DIR)
+    except EscapeError:
+        return "outside"  # a symlink on the way leads out of the root: matches no recorded state
     except OSError:
         return "absent"
     try:

@@ -162,10 +162,14 @@ class Store:
     def exists(self, entry_id: str) -> bool:
         return bool(self.query("SELECT 1 FROM entries WHERE id = ?", (entry_id,)))
 
-    def finish(self, entry_id: str, status: str, afters: Sequence[str | None]) -> None:
-        """Settle a pending entry: its status and the digest of each path after it."""
+    def finish(self, entry_id: str, status: str, afters: Sequence[str | None], undoes: Sequence[str] | None = None
+               ) -> None:
+        """Settle a pending entry: its status and the digest of each path after it (and, for an undo, what it
+        reverted in the end)."""
         with self.transaction() as db:
             db.execute("UPDATE entries SET status = ? WHERE id = ?", (status, entry_id))
+            if undoes is not None:
+                db.execute("UPDATE entries SET undoes = ? WHERE id = ?", (json.dumps(list(undoes)) or None, entry_id))
             db.executemany("UPDATE paths SET after = ? WHERE entry = ? AND seq = ?",
                            [(a, entry_id, seq) for seq, a in enumerate(afters)])
 

@@ -27,9 +27,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from rootbound import fsops
+from rootbound.beneath import EscapeError
 from rootbound.journal import locks
 from rootbound.journal.blobs import Damaged
-from rootbound.journal.change import Journal, _Root
+from rootbound.journal.change import Change, Journal, _Root
 from rootbound.journal.model import APPLIED, COMMAND, NOT_APPLIED, PENDING, Entry, PathRecord, digest_of
 from rootbound.journal.query import Found
 from rootbound.journal.recovery import current_digest, settle
@@ -200,6 +201,9 @@ def _action(step: _Step) -> str:
     return "removed" if p.before["kind"] == "absent" else "restored"
 
 
+_WOULD = {"restored": "would restore", "removed": "would remove", "moved back": "would move back"}
+
+
 def _stores_of(journal: Journal, found: Iterable[Found]) -> list[Store]:
     stores: dict[str, Store] = {}
     for f in found:
@@ -230,8 +234,8 @@ def undo(journal: Journal, found: list[Found], root_fds: Mapping[str, int], *, f
         report.outcomes.extend(refusals)
         if dry_run or not steps:
             report.outcomes.extend(Outcome(s.entry.id, " -> ".join(_shown(p) for p in s.paths),
-                                           f"would {_action(s)}" if dry_run and _action(s) != "unchanged"
-                                           else _action(s)) for s in steps)
+                                           _WOULD.get(_action(s), _action(s)) if dry_run else _action(s))
+                                   for s in steps)
             _order(report)
             return report
         _perform(journal, steps, partial, root_fds, report, connection, client)
@@ -250,18 +254,19 @@ def _perform(journal: Journal, steps: list[_Step], partial: set[str], root_fds: 
                            client=client, locked=True)
     locs: dict[tuple[str, str], fsops.Located] = {}
     try:
+        usable = []
         for step in steps:
-            for p in step.paths:
-                key = (p.root_path, p.path)
-                if key in locs:
-                    continue
-                needed = p.before["kind"] != "absent"  # a folder to hold it, made beneath the root
-                try:
-                    loc = located(root_fds[p.root_path], p.path, make_parents=needed)
-                except FileNotFoundError:
-                    continue  # nothing there, nor a folder for it: nothing to remove either
-                locs[key] = loc
-                change.before_file(loc.dirfd, loc.name, p.path, root=_Root(p.root, p.root_path))
+            why = _locate_all(step, locs, root_fds, change)
+            if why is None:
+                usable.append(step)
+            else:
+                report.outcomes.append(Outcome(step.entry.id, " -> ".join(_shown(p) for p in step.paths), "refused",
+                                               why))
+                partial.add(step.entry.id)
+        steps = usable
+        if not steps:
+            change.abandon()
+            return
         candidates = sorted({s.entry.id for s in steps} - partial, reverse=True)
         change.undoes = candidates
         change.ready()
@@ -282,6 +287,29 @@ def _perform(journal: Journal, steps: list[_Step], partial: set[str], root_fds: 
     finally:
         for loc in locs.values():
             loc.close()
+
+
+def _locate_all(step: _Step, locs: dict[tuple[str, str], fsops.Located], root_fds: Mapping[str, int],
+                change: Change) -> str | None:
+    """Open the parent of each path of a step beneath its root, and capture its current state into the undo's
+    own entry; the reason if a path cannot be reached."""
+    for i, p in enumerate(step.paths):
+        key = (p.root_path, p.path)
+        if key in locs:
+            continue
+        # A folder to hold what comes back is made beneath the root; nothing is made just to remove a file.
+        needed = p.before["kind"] != "absent" or (len(step.paths) == 2 and i == 0)
+        try:
+            loc = located(root_fds[p.root_path], p.path, make_parents=needed)
+        except FileNotFoundError:
+            continue  # nothing there, nor a folder for it: nothing to remove either
+        except EscapeError:
+            return "a symlink on its way now leads outside the root: not followed"
+        except OSError as exc:
+            return f"cannot reach it: {exc.strerror}"
+        locs[key] = loc
+        change.before_file(loc.dirfd, loc.name, p.path, root=_Root(p.root, p.root_path))
+    return None
 
 
 def _act(step: _Step, locs: dict[tuple[str, str], fsops.Located], root_fds: Mapping[str, int]) -> Outcome:
