@@ -252,14 +252,15 @@ def age(seconds: float) -> str:
     return f"{int(seconds)}s ago"
 
 
-def describe(entry: Entry) -> str:
-    """The last column: +/- lines, or what a command was, and the status when it is not plain applied."""
+def describe(entry: Entry, *, stats: bool = True) -> str:
+    """The last column: +/- lines (unless not `stats`), or what a command was, and the status when it is not
+    plain applied."""
     if entry.kind == COMMAND:
         code = entry.note.get("exit_code")
         return f"$ {entry.note.get('command', '')}" + (f"  (exit {code})" if code is not None else "") + \
             "  [its changes are not journaled]"
     parts = []
-    if entry.added is not None and entry.added >= 0 and entry.removed is not None:
+    if stats and entry.added is not None and entry.added >= 0 and entry.removed is not None:
         parts.append(f"+{entry.added} -{entry.removed}")
     if entry.undoes:
         parts.append(f"undoes {', '.join(entry.undoes)}")
