@@ -162,3 +162,11 @@ def test_the_default_journal_is_kept_out_of_a_root_that_holds_the_state_director
     settings = resolve(None, None, [state])  # a root that contains the default state directory
     assert settings is not None and not settings.dir.startswith(os.path.realpath(state) + "/")
     assert settings.dir.startswith("/var/tmp/rootbound-state-")
+
+
+def test_every_journal_key_is_documented() -> None:
+    from rootbound.config import JournalConfig
+
+    page = (REPO / "docs" / "configuration.md").read_text()
+    missing = [k for k in JournalConfig.model_fields if f"`journal.{k}`" not in page]
+    assert missing == [] and "`journal: off`" in page

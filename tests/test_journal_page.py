@@ -163,6 +163,7 @@ def test_an_undo_from_the_page_is_refused_for_a_file_edited_since(filled: Driver
         location = reply.getheader("Location") or ""
         conn.close()
         status, body = served.request("GET", location.split("#")[0])
+        assert status == 200
         assert "banner refused" in body and "changed since, outside the journaled file tools" in body
         assert (filled.path / "notes.md").read_text() == "edited by hand\n"
     finally:
