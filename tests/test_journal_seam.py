@@ -13,6 +13,7 @@ import pytest
 from rootbound import fsops
 from rootbound.journal import query
 from rootbound.journal.model import APPLIED, NOT_APPLIED
+from rootbound.journal.undo import undo
 
 from ._journal import Driver
 
@@ -77,6 +78,11 @@ def test_on_another_filesystem_blobs_are_compressed_copies(tmp_path: Path) -> No
         st = os.stat(name, dir_fd=d.store.blobs.fd)
         assert st.st_size < len(text) // 4
         assert d.store.blobs.read(sha(text.encode())) == text.encode()
+        entry = d.write("a.txt", "newer\n")
+        assert [e.status for e in d.store.entries()] == [APPLIED, APPLIED]
+        report = undo(d.journal, query.select([d.store]), {d.root.real_path: d.fd})
+        assert len(report.undone) == 2 and entry in report.undone
+        assert (d.path / "a.txt").read_text() == text  # restored from the compressed copy
         d.close()
     finally:
         shutil.rmtree(jdir, ignore_errors=True)
