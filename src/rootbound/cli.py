@@ -1,4 +1,4 @@
-"""Command line: `rootbound [serve] | check | call TOOL [JSON] | tools | clients`."""
+"""Command line: `rootbound [serve] | check | call TOOL [JSON] | tools | clients | history | show ID | undo ...`."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from rootbound.config import Config, ConfigError, load_config
 
 __all__ = ["main"]
 
-COMMANDS = ("serve", "check", "call", "tools", "clients")
+COMMANDS = ("serve", "check", "call", "tools", "clients", "history", "show", "undo")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -56,6 +56,9 @@ def _parser() -> argparse.ArgumentParser:
                          help="stdio: the client starts rootbound; http: clients connect to a server you start")
     clients.add_argument("--host", help="HTTP address the server listens on (default 127.0.0.1)")
     clients.add_argument("--port", type=int, help="HTTP port (default 8091)")
+    from rootbound.journal.cli import add_parsers  # history, show, undo: the change journal
+
+    add_parsers(sub, _common)
     return parser
 
 
@@ -89,6 +92,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         configure_logging(args.log_level or "INFO")
     else:  # a person reads these: the result or the error, not the server's log lines before it
         configure_logging(args.log_level or "ERROR", human=True)
+    if args.command in ("history", "show", "undo"):  # the change journal: its own reading of --root
+        from rootbound.journal.cli import run as run_journal
+
+        return run_journal(args)
     try:
         config = _load(args)
     except ConfigError as exc:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from rootbound import config_errors, hosts
 from rootbound.roots import FILE_TOOLS
 
-__all__ = ["CommandLimits", "CommandsConfig", "Config", "ConfigError", "RootConfig", "load_config"]
+__all__ = ["CommandLimits", "CommandsConfig", "Config", "ConfigError", "JournalConfig", "RootConfig", "load_config"]
 
 DEFAULT_ROOT_NAME = "workspace"
 _C = TypeVar("_C", bound=BaseModel)
@@ -126,6 +126,41 @@ class CommandsConfig(_Strict):
         return self
 
 
+class JournalConfig(_Strict):
+    """The change journal (history, diff and undo of what the file tools change); `journal: off` disables it."""
+
+    enabled: bool = Field(default=True, description="false (or `journal: off`): nothing is recorded.")
+    dir: str | None = Field(default=None, description="Where the journal lives (one folder per root path); must "
+                            "lie outside every root. Default: <state_dir>/journal.")
+    max_bytes: Annotated[int, Field(ge=0, description="Bytes of stored contents kept per root's journal; the "
+                                                      "oldest changes go first.")] = 1 << 30
+    max_age: Annotated[int | str, Field(description="How long changes are kept: seconds, or 90s, 30m, 12h, 14d, "
+                                                    "2w.")] = "14d"
+    max_file_size: Annotated[int, Field(ge=0, description="Files larger than this are recorded by hash only (their "
+                                                          "changes cannot be undone).")] = 64 << 20
+
+    @field_validator("max_age")
+    @classmethod
+    def _duration(cls, value: int | str) -> int | str:
+        from rootbound.journal.settings import parse_duration
+
+        parse_duration(value)  # ValueError names the forms accepted
+        return value
+
+    @property
+    def max_age_seconds(self) -> float:
+        from rootbound.journal.settings import parse_duration
+
+        return parse_duration(self.max_age)
+
+
+def _off_or_object(schema: dict[str, Any]) -> None:
+    """`journal` is an object, or `off` (a boolean to YAML 1.1)."""
+    ref = schema.pop("$ref", None)
+    if ref is not None:
+        schema["anyOf"] = [{"$ref": ref}, {"enum": ["off", "on", False, True]}]
+
+
 # Paths the file tools will not write, remove, move onto or patch (root-relative globs, any root).
 # Each turns a file write into code that runs later, outside the sandbox, without the user asking for it.
 DEFAULT_PROTECTED_PATHS: tuple[str, ...] = (
@@ -162,6 +197,10 @@ class Config(_Strict):
                                   "progress, so a server killed mid-change is finished or rolled back on its next "
                                   "start; must lie outside every root. Default: $XDG_STATE_HOME/rootbound, else "
                                   "~/.local/state/rootbound.")
+    journal: JournalConfig = Field(
+        default_factory=JournalConfig, description="The change journal: history, diff and undo of every change "
+        "the file tools make (rootbound history/show/undo); off: nothing is recorded.",
+        json_schema_extra=_off_or_object)
     client_roots: Literal["off", "within", "replace"] = "within"
     project_dir: str | None = None
     roots: list[RootConfig] = Field(default_factory=list)
@@ -180,6 +219,14 @@ class Config(_Strict):
     def _yaml_off(cls, value: object) -> object:
         # YAML 1.1 reads a bare `off` as false (as for commands.sandbox).
         return "off" if value is False else value
+
+    @field_validator("journal", mode="before")
+    @classmethod
+    def _journal_off(cls, value: object) -> object:
+        # `journal: off` (YAML 1.1 reads a bare off as false; on as true: the defaults).
+        if value is False or value == "off":
+            return {"enabled": False}
+        return {} if value is True or value is None or value == "on" else value
 
     @field_validator("allowed_hosts")
     @classmethod
@@ -263,6 +310,9 @@ def load_config(
         data["roots"] = roots
     if isinstance(data.get("state_dir"), str) and data["state_dir"]:
         data["state_dir"] = os.path.normpath(os.path.join(base, os.path.expanduser(data["state_dir"])))
+    journal = data.get("journal")
+    if isinstance(journal, dict) and isinstance(journal.get("dir"), str) and journal["dir"]:
+        data["journal"] = {**journal, "dir": os.path.normpath(os.path.join(base, os.path.expanduser(journal["dir"])))}
     commands = dict(data.get("commands") or {})
     if "ALLOWED_COMMANDS" in env:
         allowed = _split_env(env["ALLOWED_COMMANDS"])
@@ -305,6 +355,17 @@ def _check_root_paths(config: Config) -> None:
             if os.path.commonpath([state, real]) == real:
                 raise ConfigError(f"state_dir {config.state_dir} lies inside root {root.name!r}: the server's "
                                   "records must be out of the agent's reach; choose a directory outside every root")
+    if config.journal.enabled and config.journal.dir is not None:
+        journal = os.path.realpath(config.journal.dir)
+        for root in config.roots:
+            real = os.path.realpath(root.path)
+            if os.path.commonpath([journal, real]) == real:
+                raise ConfigError(f"journal.dir {config.journal.dir} lies inside root {root.name!r}: the journal keeps "
+                                  "old file contents and must be out of the agent's reach; choose a directory "
+                                  "outside every root")
+            if os.path.commonpath([journal, real]) == journal:
+                raise ConfigError(f"root {root.name!r} ({root.path}) lies inside journal.dir {config.journal.dir}: "
+                                  "the journal cannot be served as a root; serve another directory")
     for root in config.roots:
         if not os.path.exists(root.path):
             raise ConfigError(f"root {root.name!r}: path does not exist: {root.path}")
