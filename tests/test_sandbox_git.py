@@ -21,8 +21,10 @@ GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "protocol.file.
 
 
 def git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """git on the host, as the user runs it (no sandbox); HOME empty so that only the repository's config counts."""
-    env = {"PATH": os.environ["PATH"], "HOME": str(cwd.parent / "home"), "GIT_CONFIG_NOSYSTEM": "1"}
+    """git on the host, as the user runs it (no sandbox); HOME empty so that only the repository's config counts,
+    and never a repository above the test's directory (CI runs inside a clone: its .git would be found)."""
+    env = {"PATH": os.environ["PATH"], "HOME": str(cwd.parent / "home"), "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_CEILING_DIRECTORIES": str(cwd.parent)}
     return subprocess.run([*GIT, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
 
 
