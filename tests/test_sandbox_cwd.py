@@ -70,6 +70,31 @@ async def test_an_allowed_cwd_root_is_a_work_area(servers: CommandServers, tmp_p
     assert (build / "out.o").read_text() == "built\n" and (build / "node_modules" / "x" / "i.js").exists()
 
 
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+async def test_a_work_area_named_through_a_link_is_its_real_directory(servers: CommandServers, tmp_path: Path,
+                                                                      sandbox: str) -> None:
+    build = tmp_path / "real-build"
+    build.mkdir()
+    (tmp_path / "build").symlink_to(build)  # the operator's own link, outside every root
+    ws = tmp_path / "workspace"
+    h = await servers({"allowed": "*", "sandbox": sandbox, "allowed_cwd_roots": [str(tmp_path / "build"), str(ws)]})
+    await h.ok("shell", command="touch made", working_directory=str(build))
+    assert (build / "made").exists()
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+async def test_a_link_inside_a_root_never_names_a_work_area(servers: CommandServers, tmp_path: Path,
+                                                            sandbox: str) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    ws = tmp_path / "workspace"
+    ws.mkdir()
+    (ws / "out").symlink_to(elsewhere)  # the agent can re-point this link: it grants nothing
+    h = await servers({"allowed": "*", "sandbox": sandbox, "allowed_cwd_roots": [str(ws), str(ws / "out")]})
+    await h.call("shell", command=f"touch made; touch {elsewhere}/made2", working_directory=str(elsewhere))
+    assert os.listdir(elsewhere) == []
+
+
 async def server_with(servers: CommandServers, roots: list[dict[str, Any]], commands: dict[str, Any]) -> Harness:
     """A server whose roots may have their own allowed_tools (a read-only root: no writing file tool)."""
     for root in roots:
@@ -116,8 +141,9 @@ async def test_run_as_user_reaches_a_root_by_its_absolute_path(servers: CommandS
     (ws / "inside.txt").write_text("inside\n")
     (ws / "inside.txt").chmod(0o644)
     h = await servers({"allowed": "*", "sandbox": "bwrap", "run_as": "nobody"}, roots={"workspace": ws})
-    got = await h.ok("shell", command=f"id -u; cat {ws}/inside.txt; ls {tmp_path}", root="workspace")
-    assert got["stdout"].splitlines()[:2] == ["65534", "inside"]
+    # The directories above the root are passable (0755), wherever the machine keeps them.
+    got = await h.ok("shell", command=f"id -u; cat {ws}/inside.txt; cd {tmp_path}/deep/er && pwd", root="workspace")
+    assert got["stdout"].splitlines() == ["65534", "inside", f"{tmp_path}/deep/er"]
 
 
 @pytest.mark.parametrize("sandbox", ["landlock", "bwrap"])

@@ -69,14 +69,17 @@ def _existing(paths: Sequence[str]) -> tuple[str, ...]:
 
 
 def work_areas(entries: Sequence[str], roots: Sequence[str]) -> tuple[str, ...]:
-    """The `allowed_cwd_roots` commands may write: not `/` (that would be the whole machine: it only lifts the
-    check), not inside a root, and named without a symbolic link (which could be pointed elsewhere later)."""
+    """The `allowed_cwd_roots` commands may write, each at its real path, as the cwd check resolves them: not `/`
+    (that would be the whole machine: it only lifts the check), not inside a root, and not named through a link
+    inside a root, which the agent could point elsewhere."""
     areas: dict[str, None] = {}
     for entry in entries:
         path = os.path.normpath(os.path.expanduser(entry))
-        if path != "/" and os.path.realpath(path) == path and os.path.isdir(path) \
-                and not any(is_under(path, r) for r in roots):
-            areas.setdefault(path, None)
+        real = os.path.realpath(path)
+        if real != path and any(is_under(path, r) for r in roots):
+            continue
+        if real != "/" and os.path.isdir(real) and not any(is_under(real, r) for r in roots):
+            areas.setdefault(real, None)
     return tuple(sorted(areas, key=lambda p: p.count("/")))
 
 
