@@ -21,8 +21,8 @@ from mcp import Client
 from mcp.client import ClientRequestContext
 from mcp.types import CallToolResult, ListRootsResult, Root
 
-from rootbound import beneath
 from rootbound.config import load_config
+from rootbound.fs import beneath
 from rootbound.server import App
 
 pytestmark = pytest.mark.anyio

@@ -281,7 +281,7 @@ async def test_a_running_servers_temporary_entries_are_left_alone(
     state directory) does not remove that one's temporary names; once it is dead, the next start does."""
     state = tmp_path / "state"
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import os, sys; from rootbound import recovery; "
+        "import os, sys; from rootbound.fs import recovery; "
         f"recovery.start({str(state)!r}, [({str(workspace)!r}, os.open({str(workspace)!r}, os.O_RDONLY))]); "
         f"d = os.open({str(workspace)!r}, os.O_RDONLY); "
         "cm = recovery.temp_entry(d, '.rootbound-00000000000000aa.tmp'); cm.__enter__(); "

@@ -27,7 +27,7 @@ from typing import Literal
 from urllib.parse import unquote, urlsplit
 
 from rootbound import installation
-from rootbound.beneath import open_beneath
+from rootbound.fs.beneath import open_beneath
 from rootbound.logs import log
 from rootbound.roots import Root, RootSet
 

@@ -35,10 +35,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Final
 
-from rootbound import recovery
-from rootbound.beneath import EscapeError, open_beneath
-from rootbound.bounds import checkpoint
 from rootbound.errors import ToolError
+from rootbound.fs import recovery
+from rootbound.fs.beneath import EscapeError, open_beneath
+from rootbound.fs.bounds import checkpoint
 
 __all__ = [
     "TEMP_PREFIX", "TEMP_SUFFIX", "UMASK", "CopyStats", "EntryError", "Located", "append", "copy_fd", "copy_tree",

@@ -18,17 +18,12 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from rootbound.beneath import EscapeError, open_beneath
+from rootbound.catalogue import FILE_TOOLS
 from rootbound.errors import Denied, ToolError
+from rootbound.fs.beneath import EscapeError, open_beneath
 from rootbound.logs import log
 
-__all__ = ["FILE_TOOLS", "Root", "RootSet", "display_path", "split_path"]
-
-# Seed 003 §7.2: the names an operator may put in `allowed_tools`.
-FILE_TOOLS: tuple[str, ...] = (
-    "list_folder", "read_file", "write_file", "remove_file", "patch_file", "edit_file", "create_folder",
-    "remove_folder", "stat_file", "hash_file", "permissions_file", "copy", "move", "grep", "glob",
-)
+__all__ = ["Root", "RootSet", "display_path", "split_path"]
 
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK  # NONBLOCK: opening a FIFO must not hang the server
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY

@@ -43,12 +43,13 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from rootbound import __version__, recovery
+from rootbound import __version__
 from rootbound.client_roots import ClientRootsState, build_client_roots
 from rootbound.config import Config
 from rootbound.execution import groups
 from rootbound.execution.output import return_big_buffers
 from rootbound.execution.spill import SpillStore
+from rootbound.fs import recovery
 from rootbound.hosts import LowercaseHost, host_patterns, origin_patterns, url_host
 from rootbound.listening import listen
 from rootbound.logs import log

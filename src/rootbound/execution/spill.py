@@ -31,12 +31,12 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from rootbound.catalogue import SPILL_TOOLS
 from rootbound.roots import Root
 
 __all__ = ["SPILL_ROOT_NAME", "SpillArea", "SpillFile", "SpillInfo", "SpillRoot", "SpillStore", "new_command_id"]
 
 SPILL_ROOT_NAME = "command-output"
-SPILL_TOOLS = ("list_folder", "read_file", "stat_file", "hash_file", "grep", "glob")
 KEEP_FILES = 64
 MAX_AGE_SECONDS = 3600
 _PREFIX = "rootbound-output-"

@@ -23,10 +23,11 @@ import anyio.to_thread
 from mcp.types import CallToolResult, TextContent, Tool, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rootbound.bounds import CallBound, bounded
+from rootbound.catalogue import RUNS
 from rootbound.config import Config
 from rootbound.errors import ToolError
 from rootbound.execution.spill import SpillArea
+from rootbound.fs.bounds import CallBound, bounded
 from rootbound.logs import log, log_tool_call
 from rootbound.roots import RootSet
 
@@ -70,10 +71,8 @@ class Args(BaseModel):
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
-# What a call costs, deciding where it runs:
-# inline - no blocking work at all (list_roots): on the event loop, no thread hop;
-# quick  - a few system calls on one file or folder (stat, a bounded read, a write);
-# heavy  - work that grows with a file's or a tree's size (hash, copy, grep, line scans).
+# Where a sync call runs (`catalogue.Runs` says which tool runs how): inline on the event loop, or in a quick or
+# a heavy worker thread.
 Work = Literal["inline", "quick", "heavy"]
 
 QUICK_THREADS = 32
@@ -145,8 +144,8 @@ class ToolSpec:
     result: type[BaseModel]
     annotations: ToolAnnotations
     handler: Handler
-    # Where a sync handler runs (see `Work`); a function of the arguments when they decide it.
-    work: Work | Callable[[Any], Work] = "quick"
+    # For a tool the catalogue says runs `by_arguments`: which kind of work these arguments make.
+    work: Callable[[Any], Work] | None = None
     # False: the tool bounds its own running time (grep and glob: timeout_seconds, with partial results)
     # instead of failing at the server's file_timeout.
     file_timeout: bool = True
@@ -210,7 +209,7 @@ async def call_tool(spec: ToolSpec, ctx: CallContext, arguments: dict[str, Any] 
     outcome, error = "ok", None
     try:
         args = spec.args.model_validate(arguments)
-        work = spec.work(args) if callable(spec.work) else spec.work
+        work = _work(spec, args)
         if inspect.iscoroutinefunction(spec.handler):
             result = _shape(await spec.handler(ctx, args))
         elif work == "inline":
@@ -235,6 +234,14 @@ async def call_tool(spec: ToolSpec, ctx: CallContext, arguments: dict[str, Any] 
     size = sum(len(c.text) for c in result.content if isinstance(c, TextContent))
     log_tool_call(spec.name, root, path, outcome, (time.perf_counter() - start) * 1000, size, error)
     return result
+
+
+def _work(spec: ToolSpec, args: Args) -> Work:
+    runs = RUNS[spec.name]
+    if runs == "by_arguments":
+        assert spec.work is not None, f"{spec.name} runs by its arguments but has no work chooser"
+        return spec.work(args)
+    return "quick" if runs == "async" else runs
 
 
 async def _in_worker(spec: ToolSpec, ctx: CallContext, args: Args, work: Work, where: str | None) -> CallToolResult:

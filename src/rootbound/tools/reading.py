@@ -13,10 +13,11 @@ from typing import Annotated, Literal, NotRequired
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
-from rootbound.bounds import checkpoint
+from rootbound.catalogue import FILE_TOOLS
 from rootbound.errors import ToolError
+from rootbound.fs.bounds import checkpoint
 from rootbound.fsops import is_temp_name
-from rootbound.roots import FILE_TOOLS, Root, display_path, file_type, split_path
+from rootbound.roots import Root, display_path, file_type, split_path
 from rootbound.tools.base import Args, CallContext, RelPath, RootName, ToolSpec, Work, iso_time, read_only
 
 __all__ = ["TOOLS"]
@@ -417,7 +418,7 @@ TOOLS = [
         "List the roots (named directories) this server lets you work in, and the file tools each root "
         "allows. Call this first: every other file tool takes a `root` name from this list and a path "
         "relative to that root. Host paths are never shown.",
-        NoArgs, ListRootsResult, read_only("List roots"), list_roots, work="inline"),
+        NoArgs, ListRootsResult, read_only("List roots"), list_roots),
     ToolSpec(
         "list_folder", "List a folder",
         "List the immediate entries of a directory in a root, sorted by name: each with name, type "
@@ -445,7 +446,7 @@ TOOLS = [
         "hash_file", "Hash a file",
         "Compute the md5, sha1 or sha256 (default) hex digest of a file in a root, streaming it, so any "
         "size works. Useful to check whether a file changed, or whether two files are identical.",
-        HashArgs, HashResult, read_only("Hash a file"), hash_file, work="heavy"),
+        HashArgs, HashResult, read_only("Hash a file"), hash_file),
     ToolSpec(
         "permissions_file", "File permissions",
         "Owner, group and permission bits of a file, directory or symlink in a root: mode as octal "

@@ -25,9 +25,9 @@ from typing_extensions import TypedDict
 from wcmatch import fnmatch as wc_fnmatch
 from wcmatch import glob as wc_glob
 
-from rootbound import bounds
 from rootbound.errors import ToolError
 from rootbound.fanout import BATCH, FileRows, Helper, HelperGone, HitRow, Job, found_rows, make_scanner, search_batch
+from rootbound.fs import bounds
 from rootbound.roots import Root, display_path, file_type, split_path
 from rootbound.searching import CUT, LINE_CAP, LineSearch, PatternError, compile_regex, finder
 from rootbound.tools.base import Args, CallContext, RootName, ToolSpec, iso_time, read_only
@@ -464,7 +464,7 @@ TOOLS = [
         f"(context lines: their start), and the cut side is marked {CUT}. Stops at max_results (truncated: "
         "true) or timeout_seconds (timed_out: true) and returns what it found. Filter files with "
         'glob_filter, e.g. "*.py".',
-        GrepArgs, GrepResult, read_only("Search file contents"), grep, work="heavy", file_timeout=False),
+        GrepArgs, GrepResult, read_only("Search file contents"), grep, file_timeout=False),
     ToolSpec(
         "glob", "Find files by name",
         "Find files, directories and symlinks under a path in a root whose relative path matches a glob "
@@ -473,5 +473,5 @@ TOOLS = [
         "sorted, each with type, size and modified_at. Symlinks are listed, not followed. Narrow with "
         "type_filter (file, directory, symlink) and max_depth; stops at max_results (truncated: true) or "
         "timeout_seconds (timed_out: true).",
-        GlobArgs, GlobResult, read_only("Find files by name"), glob, work="heavy", file_timeout=False),
+        GlobArgs, GlobResult, read_only("Find files by name"), glob, file_timeout=False),
 ]

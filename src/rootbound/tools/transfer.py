@@ -29,9 +29,10 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from rootbound import fsops, recovery
-from rootbound.beneath import open_beneath
+from rootbound import fsops
 from rootbound.errors import Denied, ToolError
+from rootbound.fs import recovery
+from rootbound.fs.beneath import open_beneath
 from rootbound.roots import Root, display_path, file_type, split_path
 from rootbound.tools.base import Args, CallContext, RelPath, ToolSpec, writes
 from rootbound.tools.targets import (
@@ -430,8 +431,7 @@ TOOLS = [
         "stay inside the destination root; others (and FIFOs, sockets, devices) are skipped and listed. A folder "
         "holding a git repository (.git, or a bare repository) is not copied (use git clone), and nothing is "
         "copied into a .git directory or onto a protected path (as for write_file).",
-        TransferArgs, CopyResult, writes("Copy a file or folder", destructive=True, idempotent=True), copy,
-        work="heavy"),
+        TransferArgs, CopyResult, writes("Copy a file or folder", destructive=True, idempotent=True), copy),
     ToolSpec(
         "move", "Move or rename",
         "Move or rename a file or folder, within a root or to another root; move must be allowed on both roots. "
@@ -441,6 +441,5 @@ TOOLS = [
         "copied. A symlink is moved as a link; a move that would make a relative link lead outside its root is "
         "refused. The root itself cannot be moved. A folder holding a git repository moves whole; .git itself, "
         "anything inside a .git directory, and protected paths (as for write_file) are not moved.",
-        TransferArgs, MoveResult, writes("Move or rename", destructive=True, idempotent=False), move,
-        work="heavy"),
+        TransferArgs, MoveResult, writes("Move or rename", destructive=True, idempotent=False), move),
 ]

@@ -338,6 +338,5 @@ TOOLS = [
         "their targets are never touched. Refuses the root itself, a file (use remove_file), a .git directory or "
         "anything inside one, and folders that hold other protected paths (e.g. .claude/settings.json); a folder "
         "that holds a git repository may be removed whole.",
-        PathArgs, RemoveFolderResult, writes("Remove a folder", destructive=True, idempotent=True), remove_folder,
-        work="heavy"),
+        PathArgs, RemoveFolderResult, writes("Remove a folder", destructive=True, idempotent=True), remove_folder),
 ]

@@ -24,6 +24,8 @@ import stat
 from collections.abc import Sequence
 from typing import Final
 
+from rootbound.libc import syscall as _syscall
+
 __all__ = ["RESOLVER", "EscapeError", "open_beneath"]
 
 _SYS_OPENAT2: Final = 437  # same number on x86_64 and aarch64
@@ -42,11 +44,6 @@ class EscapeError(OSError):
 
 class _OpenHow(ctypes.Structure):
     _fields_ = (("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64))
-
-
-_libc = ctypes.CDLL(None, use_errno=True)
-_syscall = _libc.syscall
-_syscall.restype = ctypes.c_long
 
 
 def _openat2(dirfd: int, parts: Sequence[str], flags: int, follow: bool, mode: int) -> int:
