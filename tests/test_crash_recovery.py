@@ -19,7 +19,7 @@ import anyio
 import pytest
 import yaml
 
-from rootbound import fsops
+from rootbound.fs import atomic
 from tests.conftest import MakeServer
 
 pytestmark = pytest.mark.anyio
@@ -38,7 +38,7 @@ def tree(path: Path) -> dict[str, str]:
 
 
 def temps(*dirs: Path) -> list[str]:
-    return [str(Path(d) / n) for top in dirs for d, ds, fs in os.walk(top) for n in ds + fs if fsops.is_temp_name(n)]
+    return [str(Path(d) / n) for top in dirs for d, ds, fs in os.walk(top) for n in ds + fs if atomic.is_temp_name(n)]
 
 
 @pytest.fixture

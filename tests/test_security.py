@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from rootbound.errors import ToolError
+from rootbound.fs import Kinds
 from tests.conftest import Harness, MakeServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("resolver")]
@@ -303,7 +304,7 @@ def _hammer(root: object, path: str, rounds: int, seen: Counter[str]) -> None:
     """Open and read `path` through the Root as fast as possible (more tries than MCP calls allow)."""
     for _ in range(rounds):
         try:
-            fd, _ = root.open_file(path)  # type: ignore[attr-defined]
+            fd = root.open(path, Kinds.FILE).fd  # type: ignore[attr-defined]
         except ToolError as exc:
             seen[exc.message.split(":")[0]] += 1
             continue

@@ -7,6 +7,7 @@ every command, so it imports ctypes and nothing else.
 from __future__ import annotations
 
 import ctypes
+import os
 
 __all__ = ["errno_error", "libc", "prctl", "syscall"]
 
@@ -19,7 +20,5 @@ prctl.restype = ctypes.c_int
 
 def errno_error() -> OSError:
     """The OSError for the errno the last failed call left."""
-    import os  # (already loaded: the launcher imports os first)
-
     err = ctypes.get_errno()
     return OSError(err, os.strerror(err))

@@ -28,13 +28,13 @@ from typing import Any, Final
 
 import re2
 
+from rootbound.fs.content import SNIFF
 from rootbound.literals import required_literals
 
 __all__ = ["CUT", "LINE_CAP", "Hit", "LineSearch", "PatternError", "Prefilter", "compile_regex", "finder",
            "regex_message"]
 
 BLOCK: Final = 1 << 20
-SNIFF: Final = 8192  # seed FR-016: a NUL byte in the first 8 KiB means binary
 _SNIFF_FIRST: Final = 64 * 1024  # bigger files are sniffed before the rest is read
 OVERLAP: Final = 64 * 1024
 LINE_CAP: Final = 1024

@@ -49,11 +49,10 @@ from rootbound.config import Config
 from rootbound.execution import groups
 from rootbound.execution.output import return_big_buffers
 from rootbound.execution.spill import SpillStore
-from rootbound.fs import recovery
+from rootbound.fs import Root, RootSet, recovery
 from rootbound.hosts import LowercaseHost, host_patterns, origin_patterns, url_host
 from rootbound.listening import listen
 from rootbound.logs import log
-from rootbound.roots import Root, RootSet
 from rootbound.roots_request import RootsAsker
 from rootbound.sandbox.select import headline as sandbox_headline
 from rootbound.session_ids import NoSessionIdOnError
@@ -116,7 +115,8 @@ class App:
         self.config = config
         self.roots = roots if roots is not None else open_roots(config)
         # Before anything is served: finish or roll back what a killed server left half done.
-        self.state_dir = recovery.start(config.state_dir, [(r.real_path, r.fd) for r in self.roots.values()])
+        self.state_dir = recovery.start(config.state_dir, [(r.real_path, r.handle()) for r in self.roots.values()],
+                                        groups.sweep_ids)
         # Commands whose output had to be cut keep the whole of it in a spill file, served read-only
         # as one more root (`command-output`) so the agent can page through it with read_file; each
         # client sees only its own (see `_caller`).

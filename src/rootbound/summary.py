@@ -11,7 +11,7 @@ from rootbound.execution.summary import describe_commands
 from rootbound.fs import beneath
 from rootbound.overlaps import nesting_warnings
 from rootbound.sandbox.select import launcher_for
-from rootbound.tools.errors import COMMON_ERRORS, TOOL_ERRORS
+from rootbound.tools.messages import COMMON_ERRORS, TOOL_ERRORS
 
 if TYPE_CHECKING:
     from rootbound.server import App

@@ -13,6 +13,12 @@ Two resolvers with the same contract, `open_beneath(dirfd, parts, flags, follow)
 Both raise `EscapeError` on an escape and plain `OSError` otherwise. The
 resolver is picked once at import time; `ROOTBOUND_RESOLVER=walk` forces the
 fallback (the tests run every security case against both).
+
+`locate` is the same resolution for an entry that is to be made, replaced or
+removed: it yields the directory that holds it and its name there, following a
+final symlink (when asked) by splicing its text in, exactly as the walk does.
+This module is the only place that reads a symlink's text to decide where a
+path leads.
 """
 
 from __future__ import annotations
@@ -21,18 +27,19 @@ import ctypes
 import errno
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from rootbound.libc import syscall as _syscall
 
-__all__ = ["RESOLVER", "EscapeError", "open_beneath"]
+__all__ = ["DIRECTORY", "MAX_SYMLINKS", "RESOLVER", "EscapeError", "locate", "open_beneath"]
 
 _SYS_OPENAT2: Final = 437  # same number on x86_64 and aarch64
 _RESOLVE_NO_MAGICLINKS: Final = 0x02
 _RESOLVE_BENEATH: Final = 0x08
-_MAX_SYMLINKS: Final = 40  # Linux's own limit for one lookup
+MAX_SYMLINKS: Final = 40  # Linux's own limit for one lookup
 _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+DIRECTORY: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC  # a directory, reached through in-root symlinks
 
 
 class EscapeError(OSError):
@@ -97,7 +104,7 @@ def _walk(dirfd: int, parts: Sequence[str], flags: int, follow: bool, mode: int)
                     if st is not None and stat.S_ISLNK(st.st_mode):
                         target = _readlink(name, top, OSError(errno.ELOOP, "symlink"))
                         links += 1
-                        if links > _MAX_SYMLINKS:
+                        if links > MAX_SYMLINKS:
                             raise OSError(errno.ELOOP, os.strerror(errno.ELOOP))
                         _splice(pending, target)
                         continue
@@ -108,7 +115,7 @@ def _walk(dirfd: int, parts: Sequence[str], flags: int, follow: bool, mode: int)
                     continue
                 return fd
             links += 1
-            if links > _MAX_SYMLINKS:
+            if links > MAX_SYMLINKS:
                 raise OSError(errno.ELOOP, os.strerror(errno.ELOOP))
             _splice(pending, target)
     finally:
@@ -130,10 +137,15 @@ def _readlink(name: str, dirfd: int, original: OSError) -> str:
         raise original from None  # not a symlink after all: report the first error
 
 
-def _splice(pending: list[str], target: str) -> None:
+def _link_parts(target: str) -> list[str]:
+    """The components a symlink's text stands for, relative to the link's directory."""
     if target.startswith("/"):
         raise EscapeError()  # absolute targets are refused, as RESOLVE_BENEATH does
-    pending.extend(reversed(target.split("/")))
+    return [p for p in target.split("/") if p not in ("", ".")]
+
+
+def _splice(pending: list[str], target: str) -> None:
+    pending.extend(reversed(_link_parts(target)))
 
 
 def _openat2_works() -> bool:
@@ -160,3 +172,43 @@ def open_beneath(dirfd: int, parts: Sequence[str], flags: int, *, follow: bool =
     symlinks in earlier components are always followed while they stay beneath.
     """
     return _open(dirfd, parts, flags, follow, mode)
+
+
+Located = tuple[int, str, list[str], os.stat_result | None]
+
+
+def locate(dirfd: int, parts: list[str], *, follow: bool,
+           open_parent: Callable[[list[str]], int] | None = None) -> Located:
+    """Where the entry `parts` names lies beneath `dirfd`: (a handle on the directory holding it, its name
+    there, the components that lead to it, its lstat or None when it does not exist). The caller owns the handle.
+
+    The name is "." when `parts` names a directory itself (the start, or a path ending in `..`): the handle
+    is that directory. Components before the last are resolved by `open_parent` (default: `open_beneath`;
+    `Root` passes one that makes missing directories). With `follow`, a final symlink is followed while it
+    stays beneath `dirfd`, whether or not its target exists: its text replaces the name and the lookup
+    starts over (an absolute target, or one leading out, raises `EscapeError`); otherwise the link itself is
+    the entry.
+    """
+    opener = open_parent or (lambda prefix: open_beneath(dirfd, prefix, DIRECTORY))
+    for _ in range(MAX_SYMLINKS + 1):
+        if not parts or parts[-1] == "..":
+            fd = open_beneath(dirfd, parts, DIRECTORY)
+            return fd, ".", parts, os.fstat(fd)
+        parent = opener(parts[:-1])
+        name = parts[-1]
+        try:
+            st = _lstat_or_none(name, parent)
+            if st is None or not follow or not stat.S_ISLNK(st.st_mode):
+                located, parent = (parent, name, parts, st), -1
+                return located
+            try:
+                target = os.readlink(name, dir_fd=parent)
+            except OSError as exc:
+                if exc.errno != errno.EINVAL:
+                    raise
+                continue  # no longer a symlink: look again
+        finally:
+            if parent >= 0:
+                os.close(parent)
+        parts = parts[:-1] + _link_parts(target)
+    raise OSError(errno.ELOOP, os.strerror(errno.ELOOP))

@@ -26,7 +26,7 @@ from rootbound.catalogue import WRITING_TOOLS
 from rootbound.config import CommandsConfig
 from rootbound.execution.launch import Launch
 from rootbound.execution.policy import policy_for
-from rootbound.roots import Root
+from rootbound.fs import Root
 
 __all__ = ["DEVICES", "SYSTEM_PATHS", "WRITING_TOOLS", "Layout", "is_under", "layout", "work_areas"]
 

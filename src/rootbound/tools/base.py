@@ -3,8 +3,9 @@
 A tool module declares `ToolSpec`s: an argument model (its JSON schema is the
 tool's `inputSchema`; unknown arguments are refused), a result model (its
 `outputSchema`), annotations, and a handler. Handlers stay thin: arguments in,
-`Root` calls, a result model out. They raise `ToolError` for anything the agent
-should read; `call_tool` turns that into an `isError` result.
+`Root` calls, a result model out. They raise `Failure`s (data, worded by
+`messages.py`) or `ToolError`s for anything the agent should read; `call_tool`
+turns either into an `isError` result.
 """
 
 from __future__ import annotations
@@ -25,14 +26,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rootbound.catalogue import RUNS
 from rootbound.config import Config
-from rootbound.errors import ToolError
+from rootbound.errors import Kind, ToolError
 from rootbound.execution.spill import SpillArea
+from rootbound.fs import RootSet
 from rootbound.fs.bounds import CallBound, bounded
 from rootbound.logs import log, log_tool_call
-from rootbound.roots import RootSet
+from rootbound.tools import messages
 
-__all__ = ["Args", "CallContext", "Caller", "RelPath", "RootName", "ToolOutput", "ToolSpec", "Work", "Workers",
-           "call_tool", "iso_time", "read_only", "writes"]
+__all__ = ["Args", "CallContext", "Caller", "PathArgs", "RelPath", "RootName", "ToolOutput", "ToolSpec", "Work",
+           "Workers", "call_tool", "iso_time", "read_only", "writes"]
 
 RootName = Annotated[str, Field(description="Name of the root to work in; list_roots shows the roots and "
                                             "which tools each allows.")]
@@ -67,6 +69,13 @@ class Args(BaseModel):
     """Base for argument models: unknown keys are an error, not silently dropped."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+class PathArgs(Args):
+    """The arguments of a tool that takes one path in a root."""
+
+    root: RootName
+    path: RelPath
 
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -188,7 +197,7 @@ def _describe_validation(tool: str, exc: ValidationError) -> str:
                 problems.append(f"unknown parameter {field!r}")
             case _:
                 problems.append(f"{field}: {err['msg'].removeprefix('Value error, ')}")
-    return f"invalid arguments for {tool}: " + "; ".join(problems)
+    return messages.text(Kind.INVALID_ARGUMENTS, tool=tool, problems="; ".join(problems))
 
 
 def _error(message: str) -> CallToolResult:
@@ -230,7 +239,7 @@ async def call_tool(spec: ToolSpec, ctx: CallContext, arguments: dict[str, Any] 
     except Exception:
         log.exception("tool %s failed", spec.name, extra={"tool": spec.name, "root": root, "path": path})
         outcome, error = "crash", "internal error"
-        result = _error(f"internal error in {spec.name}; the server log has the details")
+        result = _error(messages.text(Kind.INTERNAL, tool=spec.name))
     size = sum(len(c.text) for c in result.content if isinstance(c, TextContent))
     log_tool_call(spec.name, root, path, outcome, (time.perf_counter() - start) * 1000, size, error)
     return result
@@ -270,7 +279,7 @@ async def _slot(limiters: tuple[anyio.CapacityLimiter, ...], bound: CallBound) -
                 await limiter.acquire()
                 held.append(limiter)
         if waited.cancelled_caught:
-            raise bound.busy_error()
+            raise bound.stopped(Kind.BUSY)
         yield
     finally:
         for limiter in reversed(held):

@@ -14,16 +14,15 @@ from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
 from rootbound.catalogue import FILE_TOOLS
-from rootbound.errors import ToolError
+from rootbound.errors import Failure, Kind
+from rootbound.fs import Kinds, display_path, file_type, split_path
 from rootbound.fs.bounds import checkpoint
-from rootbound.fsops import is_temp_name
-from rootbound.roots import Root, display_path, file_type, split_path
-from rootbound.tools.base import Args, CallContext, RelPath, RootName, ToolSpec, Work, iso_time, read_only
+from rootbound.fs.content import SNIFF, looks_binary
+from rootbound.tools.base import Args, CallContext, PathArgs, RelPath, RootName, ToolSpec, Work, iso_time, read_only
 
 __all__ = ["TOOLS"]
 
 _CHUNK = 64 * 1024
-_BINARY_SNIFF = 8192  # seed FR-005: a NUL in the first 8 KiB means binary
 _SCAN = 1024 * 1024  # counting and skipping lines: big reads, newlines counted in C
 
 
@@ -64,11 +63,6 @@ def list_roots(ctx: CallContext, _: NoArgs) -> ListRootsResult:
 # -- list_folder ----------------------------------------------------------------------------------
 
 
-class PathArgs(Args):
-    root: RootName
-    path: RelPath
-
-
 class Entry(TypedDict):
     name: str
     type: str
@@ -99,53 +93,20 @@ class ListFolderResult(BaseModel):
     truncated: bool = Field(description="True when entries follow this page (read on with offset).")
 
 
-def _entry_target(root: Root, dir_parts: list[str], name: str) -> str:
-    st = root.target_stat([*dir_parts, name])
-    if st is None:
-        # Outside the root, dangling or a loop: either way not reachable through this root.
-        return "external"
-    return file_type(st.st_mode)
-
-
-def _names(fd: int) -> list[str]:
-    names: list[str] = []
-    with os.scandir(fd) as it:
-        for de in it:
-            if is_temp_name(de.name):
-                continue  # removed at the next start if a kill left it
-            names.append(de.name)
-            if len(names) & 4095 == 0:
-                checkpoint()
-    return names
-
-
 def list_folder(ctx: CallContext, args: ListFolderArgs) -> ListFolderResult:
     root = ctx.roots.get_for(args.root, "list_folder")
-    parts = split_path(args.path)
-    fd = root.open_dir(args.path)
+    total, page = root.read_folder(args.path, args.offset, args.offset + args.limit)
     entries: list[Entry] = []
-    try:
-        # All the names, to sort and count them; only the page's entries are stat'ed and returned
-        # (a 100k-entry folder took 79 s and 28 MB when every entry was).
-        names = _names(fd)  # without our temp names: a write in progress, or one a kill left
-        names.sort()
-        page = names[args.offset:args.offset + args.limit]
-        for name in page:
-            try:
-                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            except FileNotFoundError:
-                continue  # removed while we listed
-            kind = file_type(st.st_mode)
-            entry: Entry = {"name": printable(name), "type": kind, "size": st.st_size,
-                            "modified_at": iso_time(st.st_mtime)}
-            if kind == "symlink":
-                entry["target_type"] = _entry_target(root, parts, name)
-            entries.append(entry)
-    finally:
-        os.close(fd)
+    for name, st, target in page:
+        kind = file_type(st.st_mode)
+        entry: Entry = {"name": printable(name), "type": kind, "size": st.st_size, "modified_at": iso_time(st.st_mtime)}
+        if kind == "symlink":
+            # Outside the root, dangling or a loop: either way not reachable through this root.
+            entry["target_type"] = "external" if target is None else file_type(target.st_mode)
+        entries.append(entry)
     # Built from plain dicts on purpose: per-entry validation would dominate a 10,000-entry listing.
-    return ListFolderResult.model_construct(path=display_path(parts), entries=entries, count=len(entries),
-                                            total=len(names), truncated=args.offset + len(page) < len(names))
+    return ListFolderResult.model_construct(path=display_path(split_path(args.path)), entries=entries,
+                                            count=len(entries), total=total, truncated=args.offset + args.limit < total)
 
 
 # -- read_file ------------------------------------------------------------------------------------
@@ -252,13 +213,11 @@ def read_file(ctx: CallContext, args: ReadFileArgs) -> ReadFileResult:
     by_bytes = args.offset_bytes is not None or args.limit_bytes is not None
     by_lines = args.offset_lines is not None or args.limit_lines is not None
     if by_bytes and by_lines:
-        raise ToolError("byte and line parameters are mutually exclusive: use offset_bytes/limit_bytes "
-                        "or offset_lines/limit_lines, not both")
+        raise Failure(Kind.BYTES_AND_LINES)
     cap = ctx.config.max_full_read_size
-    fd, st = root.open_file(args.path)
-    try:
-        size = st.st_size
-        binary = b"\x00" in os.pread(fd, _BINARY_SNIFF, 0)
+    with root.open(args.path, Kinds.FILE) as file:
+        fd, size = file.fd, file.st.st_size
+        binary = looks_binary(os.pread(fd, SNIFF, 0))
         lines_total: int | None = None
         note = None
         if by_bytes:
@@ -278,15 +237,12 @@ def read_file(ctx: CallContext, args: ReadFileArgs) -> ReadFileResult:
                 note = f"stopped at max_full_read_size ({cap} bytes); read on with a larger offset_lines"
         else:
             if size > cap:
-                raise ToolError(f"file too large for full read (size: {_human(size)}, limit: {_human(cap)}); "
-                                "use offset/limit parameters")
+                raise Failure(Kind.TOO_LARGE_TO_READ, size=_human(size), limit=_human(cap))
             data = os.pread(fd, cap + 1, 0)
             if len(data) > cap:  # grew since fstat
-                raise ToolError(f"file too large for full read (limit: {_human(cap)}); use offset/limit parameters")
+                raise Failure(Kind.GREW_TOO_LARGE_TO_READ, limit=_human(cap))
             truncated = False
             lines_total = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
-    finally:
-        os.close(fd)
     content, encoding = _encode(data)
     return ReadFileResult(path=display_path(split_path(args.path)), content=content, encoding=encoding, size=size,
                           lines_total=lines_total, truncated=truncated, binary=binary, note=note)
@@ -320,7 +276,7 @@ def stat_file(ctx: CallContext, args: PathArgs) -> StatResult:
     st = root.lstat(args.path)
     target = None
     if stat.S_ISLNK(st.st_mode):
-        tst = root.target_stat(parts)
+        tst = root.link_target(args.path)
         target = TargetInfo(type="external") if tst is None else TargetInfo(
             type=file_type(tst.st_mode), size=tst.st_size, modified_at=iso_time(tst.st_mtime))
     return StatResult(
@@ -357,24 +313,21 @@ def hash_file(ctx: CallContext, args: HashArgs) -> HashResult:
     root = ctx.roots.get_for(args.root, "hash_file")
     algorithm = args.algorithm.lower()
     if algorithm not in HASH_ALGORITHMS:
-        raise ToolError(f"unsupported hash algorithm: {args.algorithm}; supported: {', '.join(HASH_ALGORITHMS)}")
-    fd, _ = root.open_file(args.path)
+        raise Failure(Kind.UNSUPPORTED_HASH, algorithm=args.algorithm, supported=", ".join(HASH_ALGORITHMS))
     digest = hashlib.new(algorithm)
     buf = bytearray(_SCAN)
     view = memoryview(buf)
     size = 0
-    try:
+    with root.open(args.path, Kinds.FILE) as file:
         # One reused 1 MiB buffer: memory stays flat whatever the file's size (seed NFR-003); between
         # chunks, the call's time bound and the client's cancellation are checked.
         while True:
             checkpoint()
-            n = os.readv(fd, [buf])
+            n = os.readv(file.fd, [buf])
             if not n:
                 break
             digest.update(view[:n])
             size += n
-    finally:
-        os.close(fd)
     return HashResult(path=display_path(split_path(args.path)), algorithm=algorithm, hash=digest.hexdigest(),
                       size=size)
 

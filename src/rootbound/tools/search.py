@@ -27,12 +27,11 @@ from wcmatch import glob as wc_glob
 
 from rootbound.errors import ToolError
 from rootbound.fanout import BATCH, FileRows, Helper, HelperGone, HitRow, Job, found_rows, make_scanner, search_batch
-from rootbound.fs import bounds
-from rootbound.roots import Root, display_path, file_type, split_path
+from rootbound.fs import Kinds, Root, bounds, display_path, file_type, split_path
+from rootbound.fs.trees import FILE, OTHER, Entry, walk
 from rootbound.searching import CUT, LINE_CAP, LineSearch, PatternError, compile_regex, finder
 from rootbound.tools.base import Args, CallContext, RootName, ToolSpec, iso_time, read_only
 from rootbound.tools.reading import printable
-from rootbound.walking import FILE, OTHER, Entry, walk
 
 __all__ = ["TOOLS"]
 
@@ -84,31 +83,13 @@ def _clock(seconds: float) -> _Clock:
 def _start_dir(root: Root, path: str) -> tuple[int, os.stat_result, str]:
     """Open `path` (in-root symlinks followed, outside ones refused); return it with its display prefix.
 
-    It is looked at through an O_PATH handle first and opened for reading only if it is a
-    directory or a regular file: opening a device can have effects of its own (a tty becomes
-    the controlling terminal, a tape rewinds), and opening a FIFO wakes a writer waiting on it.
-    Anything else comes back as that O_PATH handle, for the caller to refuse by its `st`.
+    Opened for reading only if it is a directory or a regular file (`Root.open`): opening a device
+    can have effects of its own, and opening a FIFO wakes a writer waiting on it. Anything else comes
+    back as an O_PATH handle, for the caller to refuse by its `st`.
     """
-    probe = root.open(path, os.O_PATH)
-    try:
-        st = os.fstat(probe)
-        if stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode):
-            try:  # the same inode the probe holds, not the path again
-                fd = os.open(f"/proc/self/fd/{probe}", os.O_RDONLY | os.O_CLOEXEC)
-            except FileNotFoundError:  # no /proc: open the path again and make sure it is the same file
-                fd = root.open(path, os.O_RDONLY | os.O_NONBLOCK)
-                if not os.path.samestat(os.fstat(fd), st):
-                    os.close(fd)
-                    raise ToolError(f"{path} changed while being opened; try again") from None
-            except OSError as exc:
-                raise root.os_error(exc, path) from None
-            os.close(probe)
-            probe = fd
-    except BaseException:
-        os.close(probe)
-        raise
+    opened = root.open(path, Kinds.FILE | Kinds.DIRECTORY | Kinds.OTHER)
     parts = split_path(path)
-    return probe, st, "/".join(parts) + "/" if parts else ""
+    return opened.fd, opened.st, "/".join(parts) + "/" if parts else ""
 
 
 # -- grep -----------------------------------------------------------------------------------------
