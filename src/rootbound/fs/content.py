@@ -1,4 +1,4 @@
-"""Bytes into and out of open files: whole writes, copies that keep holes, streaming hashes, the binary sniff.
+"""Bytes into and out of open files: whole writes, copies that keep holes, hashes, lines, the binary sniff.
 
 Everything here works on descriptors the caller opened through a `Root`; nothing
 takes a path. The loops check the call's bound between chunks (`bounds.checkpoint`).
@@ -14,10 +14,12 @@ from typing import Final
 
 from rootbound.fs.bounds import checkpoint
 
-__all__ = ["SNIFF", "copy_fd", "looks_binary", "read_all", "sha256_fd", "write_all"]
+__all__ = ["SNIFF", "copy_fd", "count_lines", "digest", "looks_binary", "read_all", "read_lines", "write_all"]
 
 CHUNK: Final = 1024 * 1024
 SNIFF: Final = 8192  # seed FR-005 and FR-016: a NUL byte in the first 8 KiB means binary
+_SCAN: Final = CHUNK  # counting and skipping lines: big reads, newlines counted in C
+_BLOCK: Final = 64 * 1024
 
 
 def looks_binary(head: bytes) -> bool:
@@ -118,11 +120,77 @@ def copy_fd(src: int, dst: int, offset: int = 0, count: int | None = None) -> in
     return length
 
 
-def sha256_fd(fd: int) -> str:
-    digest = hashlib.sha256()
-    offset = 0
-    while chunk := os.pread(fd, CHUNK, offset):
+def digest(fd: int, algorithm: str = "sha256") -> tuple[str, int]:
+    """The hex digest of the open file `fd` (from its start), and how many bytes that was.
+
+    One reused buffer: memory stays flat whatever the file's size (seed NFR-003); between chunks,
+    the call's time bound and the client's cancellation are checked."""
+    hasher = hashlib.new(algorithm)
+    buf = bytearray(CHUNK)
+    view = memoryview(buf)
+    size = 0
+    while True:
         checkpoint()
-        digest.update(chunk)
+        n = os.preadv(fd, [buf], size)
+        if not n:
+            return hasher.hexdigest(), size
+        hasher.update(view[:n])
+        size += n
+
+
+# -- lines ----------------------------------------------------------------------------------------
+
+
+def count_lines(fd: int, size: int) -> int:
+    """How many lines the first `size` bytes of `fd` hold (a last line without a newline counts)."""
+    lines, last, offset = 0, b"", 0
+    while offset < size:
+        checkpoint()
+        chunk = os.pread(fd, _SCAN, offset)
+        if not chunk:
+            break
+        lines += chunk.count(b"\n")
+        last = chunk[-1:]
         offset += len(chunk)
-    return digest.hexdigest()
+    return lines + (1 if last and last != b"\n" else 0)
+
+
+def _nth_newline(data: bytes, n: int) -> int:
+    """Index of the `n`-th (1-based) newline in `data`; the caller knows there are at least `n`."""
+    pos, block = 0, _BLOCK
+    while (here := data.count(b"\n", pos, pos + block)) < n:  # count in C, block by block
+        n -= here
+        pos += block
+    pos -= 1
+    for _ in range(n):  # a Python loop over one block at most
+        pos = data.index(b"\n", pos + 1)
+    return pos
+
+
+def _line_start(fd: int, first: int) -> int | None:
+    """Byte offset where line `first` (1-based) begins, or None when the file has fewer lines."""
+    offset, skip = 0, first - 1
+    while skip:
+        checkpoint()
+        chunk = os.pread(fd, _SCAN, offset)
+        if not chunk:
+            return None
+        found = chunk.count(b"\n")
+        if found >= skip:
+            return offset + _nth_newline(chunk, skip) + 1
+        skip -= found
+        offset += len(chunk)
+    return offset
+
+
+def read_lines(fd: int, first: int, limit: int | None, cap: int) -> tuple[bytes, bool]:
+    """Lines `first`.. (1-based), at most `limit` lines and `cap` bytes; returns (data, more follows)."""
+    start = _line_start(fd, first)
+    if start is None:
+        return b"", False
+    window = os.pread(fd, cap + 1, start)  # one byte past the cap tells whether more follows
+    # Whole lines only: cut after the last newline that fits (nothing when the first line alone is too long).
+    end = len(window) if len(window) <= cap else window.rfind(b"\n", 0, cap) + 1
+    if limit is not None and window.count(b"\n", 0, end) >= limit:
+        end = _nth_newline(window, limit) + 1 if limit else 0
+    return window[:end], end < len(window)

@@ -25,6 +25,10 @@ class File:
         self.fd = fd
         self.st = st
 
+    def read_at(self, count: int, offset: int) -> bytes:
+        """Up to `count` bytes from `offset` (fewer at the end of the file)."""
+        return os.pread(self.fd, count, offset)
+
     def close(self) -> None:
         os.close(self.fd)
 

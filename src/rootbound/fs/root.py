@@ -34,7 +34,7 @@ from rootbound.errors import Failure, Kind, PathError
 from rootbound.fs import atomic, transfer, trees
 from rootbound.fs.beneath import DIRECTORY, EscapeError, locate, open_beneath
 from rootbound.fs.bounds import checkpoint
-from rootbound.fs.content import read_all, sha256_fd, write_all
+from rootbound.fs.content import digest, read_all, write_all
 from rootbound.fs.files import File, Kinds
 from rootbound.fs.guards import Guard, Site
 from rootbound.fs.handles import fd_path, lstat_or_none, real_relpath
@@ -473,7 +473,7 @@ class Target:
     def sha256(self) -> str:
         fd = self._open()
         try:
-            return sha256_fd(fd)
+            return digest(fd)[0]
         finally:
             os.close(fd)
 

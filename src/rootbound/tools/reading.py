@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import base64
 import grp
-import hashlib
-import os
 import pwd
 import stat
 from typing import Annotated, Literal, NotRequired
@@ -15,15 +13,11 @@ from typing_extensions import TypedDict
 
 from rootbound.catalogue import FILE_TOOLS
 from rootbound.errors import Failure, Kind
-from rootbound.fs import Kinds, display_path, file_type, split_path
-from rootbound.fs.bounds import checkpoint
-from rootbound.fs.content import SNIFF, looks_binary
+from rootbound.fs import Kinds, content, display_path, file_type, split_path
 from rootbound.tools.base import Args, CallContext, PathArgs, RelPath, RootName, ToolSpec, Work, iso_time, read_only
 
 __all__ = ["TOOLS"]
 
-_CHUNK = 64 * 1024
-_SCAN = 1024 * 1024  # counting and skipping lines: big reads, newlines counted in C
 
 
 def printable(name: str) -> str:
@@ -142,65 +136,11 @@ def _human(n: int) -> str:
     raise AssertionError("unreachable")
 
 
-def _count_lines(fd: int, size: int) -> int:
-    lines, last, offset = 0, b"", 0
-    while offset < size:
-        checkpoint()
-        chunk = os.pread(fd, _SCAN, offset)
-        if not chunk:
-            break
-        lines += chunk.count(b"\n")
-        last = chunk[-1:]
-        offset += len(chunk)
-    return lines + (1 if last and last != b"\n" else 0)
-
-
 def _encode(data: bytes) -> tuple[str, Literal["utf-8", "base64"]]:
     try:
         return data.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
         return base64.b64encode(data).decode("ascii"), "base64"
-
-
-def _nth_newline(data: bytes, n: int) -> int:
-    """Index of the `n`-th (1-based) newline in `data`; the caller knows there are at least `n`."""
-    pos, block = 0, _CHUNK
-    while (here := data.count(b"\n", pos, pos + block)) < n:  # count in C, block by block
-        n -= here
-        pos += block
-    pos -= 1
-    for _ in range(n):  # a Python loop over one block at most
-        pos = data.index(b"\n", pos + 1)
-    return pos
-
-
-def _line_start(fd: int, first: int) -> int | None:
-    """Byte offset where line `first` (1-based) begins, or None when the file has fewer lines."""
-    offset, skip = 0, first - 1
-    while skip:
-        checkpoint()
-        chunk = os.pread(fd, _SCAN, offset)
-        if not chunk:
-            return None
-        found = chunk.count(b"\n")
-        if found >= skip:
-            return offset + _nth_newline(chunk, skip) + 1
-        skip -= found
-        offset += len(chunk)
-    return offset
-
-
-def _read_lines(fd: int, first: int, limit: int | None, cap: int) -> tuple[bytes, bool]:
-    """Lines `first`.. (1-based), at most `limit` lines and `cap` bytes; returns (data, more follows)."""
-    start = _line_start(fd, first)
-    if start is None:
-        return b"", False
-    window = os.pread(fd, cap + 1, start)  # one byte past the cap tells whether more follows
-    # Whole lines only: cut after the last newline that fits (nothing when the first line alone is too long).
-    end = len(window) if len(window) <= cap else window.rfind(b"\n", 0, cap) + 1
-    if limit is not None and window.count(b"\n", 0, end) >= limit:
-        end = _nth_newline(window, limit) + 1 if limit else 0
-    return window[:end], end < len(window)
 
 
 def _read_work(args: ReadFileArgs) -> Work:
@@ -217,20 +157,20 @@ def read_file(ctx: CallContext, args: ReadFileArgs) -> ReadFileResult:
     cap = ctx.config.max_full_read_size
     with root.open(args.path, Kinds.FILE) as file:
         fd, size = file.fd, file.st.st_size
-        binary = looks_binary(os.pread(fd, SNIFF, 0))
+        binary = content.looks_binary(file.read_at(content.SNIFF, 0))
         lines_total: int | None = None
         note = None
         if by_bytes:
             offset = args.offset_bytes or 0
             want = cap if args.limit_bytes is None else min(args.limit_bytes, cap)
-            data = os.pread(fd, want, offset) if offset < size else b""
+            data = file.read_at(want, offset) if offset < size else b""
             truncated = offset + len(data) < size
             if args.limit_bytes is not None and args.limit_bytes > cap and truncated:
                 note = f"limit_bytes capped at max_full_read_size ({cap} bytes)"
         elif by_lines:
             first = args.offset_lines or 1
-            data, truncated = _read_lines(fd, first, args.limit_lines, cap)
-            lines_total = _count_lines(fd, size)
+            data, truncated = content.read_lines(fd, first, args.limit_lines, cap)
+            lines_total = content.count_lines(fd, size)
             if first > lines_total:
                 note = f"offset_lines {first} is past the end of the file ({lines_total} lines)"
             elif truncated and (args.limit_lines is None or data.count(b"\n") < args.limit_lines):
@@ -238,13 +178,13 @@ def read_file(ctx: CallContext, args: ReadFileArgs) -> ReadFileResult:
         else:
             if size > cap:
                 raise Failure(Kind.TOO_LARGE_TO_READ, size=_human(size), limit=_human(cap))
-            data = os.pread(fd, cap + 1, 0)
+            data = file.read_at(cap + 1, 0)
             if len(data) > cap:  # grew since fstat
                 raise Failure(Kind.GREW_TOO_LARGE_TO_READ, limit=_human(cap))
             truncated = False
             lines_total = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
-    content, encoding = _encode(data)
-    return ReadFileResult(path=display_path(split_path(args.path)), content=content, encoding=encoding, size=size,
+    text, encoding = _encode(data)
+    return ReadFileResult(path=display_path(split_path(args.path)), content=text, encoding=encoding, size=size,
                           lines_total=lines_total, truncated=truncated, binary=binary, note=note)
 
 
@@ -314,22 +254,9 @@ def hash_file(ctx: CallContext, args: HashArgs) -> HashResult:
     algorithm = args.algorithm.lower()
     if algorithm not in HASH_ALGORITHMS:
         raise Failure(Kind.UNSUPPORTED_HASH, algorithm=args.algorithm, supported=", ".join(HASH_ALGORITHMS))
-    digest = hashlib.new(algorithm)
-    buf = bytearray(_SCAN)
-    view = memoryview(buf)
-    size = 0
     with root.open(args.path, Kinds.FILE) as file:
-        # One reused 1 MiB buffer: memory stays flat whatever the file's size (seed NFR-003); between
-        # chunks, the call's time bound and the client's cancellation are checked.
-        while True:
-            checkpoint()
-            n = os.readv(file.fd, [buf])
-            if not n:
-                break
-            digest.update(view[:n])
-            size += n
-    return HashResult(path=display_path(split_path(args.path)), algorithm=algorithm, hash=digest.hexdigest(),
-                      size=size)
+        digest, size = content.digest(file.fd, algorithm)
+    return HashResult(path=display_path(split_path(args.path)), algorithm=algorithm, hash=digest, size=size)
 
 
 # -- permissions_file -----------------------------------------------------------------------------
