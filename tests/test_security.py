@@ -19,7 +19,7 @@ import pytest
 
 from rootbound.errors import ToolError
 from rootbound.fs import Kinds
-from tests.conftest import Harness, MakeServer
+from tests.conftest import Harness, MakeServer, tr
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("resolver")]
 
@@ -402,3 +402,34 @@ def test_exchange_helper_really_swaps(tmp_path: Path) -> None:
         pytest.skip("RENAME_EXCHANGE unsupported")
     assert (tmp_path / "d").is_symlink()
     assert (tmp_path / "l").is_dir()
+
+
+# -- special files named as a tool's start -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tool", ["grep", "glob", "copy", "list_folder"])
+async def test_a_fifo_named_as_the_start_is_never_opened(server: Harness, workspace: Path, tool: str) -> None:
+    """Opening a FIFO for reading wakes a writer blocked on it: the tools must refuse it unopened."""
+    fifo = workspace / "fifo"
+    os.mkfifo(fifo)
+    woke = threading.Event()
+
+    def writer() -> None:
+        fd = os.open(fifo, os.O_WRONLY)  # blocks until someone opens the FIFO for reading
+        woke.set()
+        os.close(fd)
+
+    t = threading.Thread(target=writer, daemon=True)
+    t.start()
+    try:
+        if tool == "copy":
+            text = await server.err("copy", **tr("fifo", "copied"))
+        else:
+            extra = {} if tool == "list_folder" else {"pattern": "x"}
+            text = await server.err(tool, root="workspace", path="fifo", **extra)
+        assert "not a" in text
+        assert not woke.wait(0.2)  # with the bug the writer wakes at once
+    finally:
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # release the writer
+        t.join()
+    assert not (workspace / "copied").exists()
