@@ -51,6 +51,7 @@ from rootbound.execution.output import return_big_buffers
 from rootbound.execution.spill import SpillStore
 from rootbound.fs import Root, RootSet, recovery
 from rootbound.hosts import LowercaseHost, host_patterns, origin_patterns, url_host
+from rootbound.libc import libc
 from rootbound.listening import listen
 from rootbound.logs import log
 from rootbound.roots_request import RootsAsker
@@ -299,10 +300,8 @@ def _hide_process_memory() -> None:
     /proc/<pid>/environ or memory, where ROOTBOUND_AUTH_TOKEN may live. Sandboxed commands are denied
     that already (no capabilities, Landlock's ptrace scoping, bubblewrap's PID namespace); this also
     covers `sandbox: off` with a non-root server. Children are dumpable again after exec."""
-    import ctypes
-
     pr_set_dumpable = 4
-    if ctypes.CDLL(None, use_errno=True).prctl(pr_set_dumpable, 0, 0, 0, 0) != 0:
+    if libc.prctl(pr_set_dumpable, 0, 0, 0, 0) != 0:
         log.warning("could not make the server non-dumpable; commands may read its environment")
 
 

@@ -26,7 +26,7 @@ import stat
 import threading
 import weakref
 from collections.abc import Callable, Iterator
-from typing import Final
+from typing import Final, TypeVar
 
 from rootbound.fs import recovery
 from rootbound.fs.content import copy_fd, write_all
@@ -34,8 +34,9 @@ from rootbound.fs.handles import lstat_or_none
 from rootbound.libc import errno_error, libc, syscall
 
 __all__ = ["NEW_FILE_MODE", "TEMP_PREFIX", "TEMP_SUFFIX", "UMASK", "append", "is_temp_name", "keep_owner",
-           "rename_noreplace", "target_lock", "temp_name", "write_file"]
+           "make_temp", "rename_noreplace", "target_lock", "temp_name", "write_file"]
 
+T = TypeVar("T")
 TEMP_PREFIX: Final = ".rootbound-"
 TEMP_SUFFIX: Final = ".tmp"
 _HAVE_PROC_FD: Final = os.path.isdir("/proc/self/fd")  # linking an O_TMPFILE inode goes through /proc
@@ -62,6 +63,18 @@ def is_temp_name(name: str) -> bool:
 def temp_name() -> str:
     """A fresh name for a temporary entry (hidden, recognised by `is_temp_name`)."""
     return f"{TEMP_PREFIX}{secrets.token_hex(8)}{TEMP_SUFFIX}"
+
+
+def make_temp(dirfd: int, records: contextlib.ExitStack, make: Callable[[str], T]) -> tuple[T, str]:
+    """Make an entry in `dirfd` under a fresh temporary name with `make(name)`: the name is recorded for
+    recovery (in `records`, until it closes) before the entry exists; a name taken meanwhile is skipped."""
+    while True:
+        name = temp_name()
+        records.enter_context(recovery.temp_entry(dirfd, name))
+        try:
+            return make(name), name
+        except FileExistsError:
+            continue
 
 
 def keep_owner(st: os.stat_result | None) -> tuple[int, int] | None:
@@ -145,14 +158,8 @@ def _open_temp(dirfd: int, records: contextlib.ExitStack) -> tuple[int, str | No
         except OSError as exc:
             if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
                 raise
-    while True:
-        name = temp_name()
-        records.enter_context(recovery.temp_entry(dirfd, name))
-        try:
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-            return os.open(name, flags, 0o600, dir_fd=dirfd), name
-        except FileExistsError:
-            continue
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    return make_temp(dirfd, records, lambda name: os.open(name, flags, 0o600, dir_fd=dirfd))
 
 
 def _link_unnamed(fd: int, dirfd: int, name: str) -> None:
@@ -162,14 +169,7 @@ def _link_unnamed(fd: int, dirfd: int, name: str) -> None:
 
 def _link_temp(fd: int, dirfd: int, records: contextlib.ExitStack) -> str:
     """Link the unnamed inode `fd` to a fresh temporary name in `dirfd` (recorded before it exists)."""
-    while True:
-        tmp = temp_name()
-        records.enter_context(recovery.temp_entry(dirfd, tmp))
-        try:
-            _link_unnamed(fd, dirfd, tmp)
-            return tmp
-        except FileExistsError:
-            continue
+    return make_temp(dirfd, records, lambda name: _link_unnamed(fd, dirfd, name))[1]
 
 
 def write_file(dirfd: int, name: str, fill: Callable[[int], int], *, replace: bool, perms: int,

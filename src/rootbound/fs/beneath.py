@@ -30,6 +30,7 @@ import stat
 from collections.abc import Callable, Sequence
 from typing import Final
 
+from rootbound.fs.handles import lstat_or_none
 from rootbound.libc import syscall as _syscall
 
 __all__ = ["DIRECTORY", "MAX_SYMLINKS", "RESOLVER", "EscapeError", "locate", "open_beneath"]
@@ -100,7 +101,7 @@ def _walk(dirfd: int, parts: Sequence[str], flags: int, follow: bool, mode: int)
             else:
                 if follow:
                     st = os.stat(name, dir_fd=top, follow_symlinks=False) if flags & os.O_CREAT == 0 \
-                        else _lstat_or_none(name, top)
+                        else lstat_or_none(top, name)
                     if st is not None and stat.S_ISLNK(st.st_mode):
                         target = _readlink(name, top, OSError(errno.ELOOP, "symlink"))
                         links += 1
@@ -121,13 +122,6 @@ def _walk(dirfd: int, parts: Sequence[str], flags: int, follow: bool, mode: int)
     finally:
         for fd in stack:
             os.close(fd)
-
-
-def _lstat_or_none(name: str, dirfd: int) -> os.stat_result | None:
-    try:
-        return os.stat(name, dir_fd=dirfd, follow_symlinks=False)
-    except FileNotFoundError:
-        return None
 
 
 def _readlink(name: str, dirfd: int, original: OSError) -> str:
@@ -197,7 +191,7 @@ def locate(dirfd: int, parts: list[str], *, follow: bool,
         parent = opener(parts[:-1])
         name = parts[-1]
         try:
-            st = _lstat_or_none(name, parent)
+            st = lstat_or_none(parent, name)
             if st is None or not follow or not stat.S_ISLNK(st.st_mode):
                 located, parent = (parent, name, parts, st), -1
                 return located

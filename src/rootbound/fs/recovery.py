@@ -345,19 +345,15 @@ def _replay(records: list[dict[str, Any]], roots: list[os.stat_result], sweep: S
         killed = sweep(commands)
         log.info("stopped the processes of commands a killed server left running",
                  extra={"commands": len(commands), "processes": killed})
-    for rec in records:
-        try:
-            if rec.get("op") == "move":
-                _finish_move(rec, roots)
-        except (OSError, KeyError, TypeError, ValueError) as exc:
-            log.warning("could not finish a move left by a killed server", extra={"record": rec, "error": str(exc)})
-    for rec in records:
-        try:
-            if rec.get("op") == "temp":
-                _remove_temp(rec, roots)
-        except (OSError, KeyError, TypeError, ValueError) as exc:
-            log.warning("could not remove a temporary entry left by a killed server",
-                        extra={"record": rec, "error": str(exc)})
+    # Moves first: a move placed but not finished has a `temp` record of its copy that is no longer temporary.
+    for op, finish, failed in (("move", _finish_move, "could not finish a move left by a killed server"),
+                               ("temp", _remove_temp, "could not remove a temporary entry left by a killed server")):
+        for rec in records:
+            try:
+                if rec.get("op") == op:
+                    finish(rec, roots)
+            except (OSError, KeyError, TypeError, ValueError) as exc:
+                log.warning(failed, extra={"record": rec, "error": str(exc)})
 
 
 def _open_recorded_dir(where: dict[str, Any], roots: list[os.stat_result]) -> int | None:

@@ -209,13 +209,19 @@ class Root:
             if probe >= 0:
                 os.close(probe)
 
-    def stat(self, path: str) -> os.stat_result:
-        """Stat what `path` leads to, following in-root symlinks (an outside target is an escape)."""
-        fd = self._resolve("stat", path, split_path(path), os.O_PATH)
+    def _stat(self, parts: list[str]) -> os.stat_result:
+        fd = open_beneath(self._fd, parts, os.O_PATH)
         try:
             return os.fstat(fd)
         finally:
             os.close(fd)
+
+    def stat(self, path: str) -> os.stat_result:
+        """Stat what `path` leads to, following in-root symlinks (an outside target is an escape)."""
+        try:
+            return self._stat(split_path(path))
+        except OSError as exc:
+            raise path_error("stat", path, exc) from None
 
     def lstat(self, path: str) -> os.stat_result:
         """Stat `path` without following a final symlink."""
@@ -231,13 +237,9 @@ class Root:
 
     def _stat_or_none(self, parts: list[str]) -> os.stat_result | None:
         try:
-            fd = open_beneath(self._fd, parts, os.O_PATH)
+            return self._stat(parts)
         except OSError:
             return None
-        try:
-            return os.fstat(fd)
-        finally:
-            os.close(fd)
 
     def link_target(self, path: str) -> os.stat_result | None:
         """Stat where the symlink at `path` leads; None when outside the root, dangling or a loop."""

@@ -299,9 +299,8 @@ def _move_by_copy(dst_root: Root, src: Target, sst: os.stat_result, target: Targ
 
 
 def _place_symlink(text: str, target: Target, move: recovery.Move) -> None:
-    tmp = atomic.temp_name()
-    with recovery.temp_entry(target.dirfd, tmp):
-        os.symlink(text, tmp, dir_fd=target.dirfd)
+    with contextlib.ExitStack() as records:
+        _, tmp = atomic.make_temp(target.dirfd, records, lambda name: os.symlink(text, name, dir_fd=target.dirfd))
         try:
             move.made(os.stat(tmp, dir_fd=target.dirfd, follow_symlinks=False))
             os.rename(tmp, target.name, src_dir_fd=target.dirfd, dst_dir_fd=target.dirfd)

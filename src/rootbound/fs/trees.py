@@ -42,7 +42,7 @@ from enum import StrEnum
 from typing import Final
 
 from rootbound.fs import recovery
-from rootbound.fs.atomic import is_temp_name, temp_name
+from rootbound.fs.atomic import is_temp_name, make_temp
 from rootbound.fs.bounds import checkpoint
 from rootbound.fs.content import copy_fd
 from rootbound.fs.handles import lstat_or_none
@@ -271,14 +271,7 @@ def temp_dir(dirfd: int) -> Iterator[tuple[int, str]]:
     The name is recorded for recovery before the directory exists. The block renames it
     into place; if it is still there when the block ends (an error), it is removed."""
     with contextlib.ExitStack() as records:
-        while True:
-            name = temp_name()
-            records.enter_context(recovery.temp_entry(dirfd, name))
-            try:
-                os.mkdir(name, 0o700, dir_fd=dirfd)
-                break
-            except FileExistsError:
-                continue
+        _, name = make_temp(dirfd, records, lambda name: os.mkdir(name, 0o700, dir_fd=dirfd))
         fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dirfd)
         try:
             yield fd, name
