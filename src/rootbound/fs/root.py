@@ -69,6 +69,7 @@ _ERRNO_KINDS = {errno.ENOENT: Kind.NOT_FOUND, errno.ENOTDIR: Kind.THROUGH_FILE, 
                 errno.EACCES: Kind.ACCESS, errno.EPERM: Kind.ACCESS, errno.ENAMETOOLONG: Kind.NAME_TOO_LONG,
                 errno.ENXIO: Kind.UNOPENABLE}
 _reopen_lock = threading.Lock()
+_IFMT = 0o170000
 Listed = tuple[str, os.stat_result, os.stat_result | None]  # a folder's entry: name, lstat, where a symlink leads
 
 
@@ -271,12 +272,14 @@ class Root:
                     if len(names) & 4095 == 0:
                         checkpoint()
             names.sort()
-            page = []
+            page: list[Listed] = []
+            add = page.append  # (the loop runs once per entry of a page of up to 100,000: kept lean)
             for name in names[start:stop]:
-                st = lstat_or_none(folder.fd, name)
-                if st is None:
+                try:
+                    st = os.stat(name, dir_fd=folder.fd, follow_symlinks=False)
+                except FileNotFoundError:
                     continue  # removed while we listed
-                page.append((name, st, self._stat_or_none([*parts, name]) if stat.S_ISLNK(st.st_mode) else None))
+                add((name, st, self._stat_or_none([*parts, name]) if st.st_mode & _IFMT == stat.S_IFLNK else None))
         return len(names), page
 
     # -- changing ---------------------------------------------------------------------------------
