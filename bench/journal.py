@@ -3,9 +3,9 @@
     .venv/bin/python bench/journal.py [--runs N] [--size-kb N] [--dir PATH] [--journal-dir PATH] [--entries N]
 
 Each case drives what phase 2's write_file does: resolve the path beneath the root's handle, take the
-file's lock, look at what is there, write atomically (O_TMPFILE, fsync, link, rename: fsops.write_file)
+file's lock, look at what is there, write atomically (O_TMPFILE, fsync, link, rename: fs.atomic.write_file)
 and hash the new content. The journaled cases add the seam the way write_file will call it:
-`journal.begin(...)`, `before_file(dirfd, name, rel)`, `fsops.write_file(before_commit=change.ready)`,
+`journal.begin(...)`, `before_file(dirfd, name, rel)`, `fs.atomic.write_file(before_commit=change.ready)`,
 `commit(after={rel: sha256})`. Every round writes new content (a changed counter at its start), so
 no blob is ever already stored by accident. Cases take turns within each round; medians are shown,
 of wall time and of the writing thread's own CPU time (on a shared machine wall time also measures
@@ -39,7 +39,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rootbound import fsops
+from rootbound.fs import atomic
+from rootbound.fs.beneath import locate_making
+from rootbound.fs.content import write_all
+from rootbound.fs.handles import lstat_or_none
 from rootbound.journal import query
 from rootbound.journal.recovery import start
 from rootbound.journal.settings import resolve
@@ -59,20 +62,20 @@ def _writer(rootfd: int, name: str, size: int, journal: object | None, root: _Ro
     def write() -> None:
         counter[0] += 1
         data = f"{counter[0]:08d}".encode() + body[8:]
-        loc = fsops.locate(rootfd, [name], make_parents=True)
+        loc = locate_making(rootfd, [name])
         try:
-            with fsops.target_lock(loc.dirfd, loc.name):
-                st = fsops.lstat_or_none(loc.dirfd, loc.name)
+            with atomic.target_lock(loc.dirfd, loc.name):
+                st = lstat_or_none(loc.dirfd, loc.name)
                 perms = st.st_mode & 0o777 if st else 0o644
                 if journal is None:
-                    fsops.write_file(loc.dirfd, loc.name, lambda fd: fsops.write_all(fd, data), replace=True,
-                                     perms=perms)
+                    atomic.write_file(loc.dirfd, loc.name, lambda fd: write_all(fd, data), replace=True,
+                                      perms=perms)
                     hashlib.sha256(data).hexdigest()
                     return
                 with journal.begin(tool="write_file", root=root, connection="bench", client="bench") as change:
                     change.before_file(loc.dirfd, loc.name, name)
-                    fsops.write_file(loc.dirfd, loc.name, lambda fd: fsops.write_all(fd, data), replace=True,
-                                     perms=perms, before_commit=change.ready)
+                    atomic.write_file(loc.dirfd, loc.name, lambda fd: write_all(fd, data), replace=True,
+                                      perms=perms, before_commit=change.ready)
                     change.commit(after={name: hashlib.sha256(data).hexdigest()})
         finally:
             loc.close()

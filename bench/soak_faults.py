@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 import yaml
 
 from _soak import Score
-from rootbound import fsops
+from rootbound.fs import atomic
 from rootbound.sandbox import bwrap
 
 MiB = 1 << 20
@@ -124,7 +124,7 @@ def snapshot(path: Path) -> dict[str, str]:
 
 def temp_names(*tops: Path) -> list[str]:
     return [os.path.join(d, n) for top in tops for d, ds, fs in os.walk(top) for n in ds + fs
-            if fsops.is_temp_name(n)]
+            if atomic.is_temp_name(n)]
 
 
 # -- crash ----------------------------------------------------------------------------------------
@@ -265,7 +265,7 @@ def _crash_attempt(base: Path, case: CrashCase, delay: float, work: Path) -> str
         return f"temp left: {left[0]}"
     assert listing is not None
     shown = [e["name"] for e in listing["result"]["structuredContent"]["entries"]]
-    if any(fsops.is_temp_name(n) for n in shown):
+    if any(atomic.is_temp_name(n) for n in shown):
         return "temp listed"
     return f"{outcome} (recovered)" if pending else outcome
 

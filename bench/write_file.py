@@ -5,7 +5,7 @@
 Cases, taking turns each round (median of N runs):
 - raw atomic write: what a careful script does by path — O_EXCL temp file in the same
   directory, write, fsync, rename over the target (the baseline);
-- fsops.write_file: rootbound's primitive alone (O_TMPFILE, fsync, link, rename through a
+- atomic.write_file: rootbound's primitive alone (O_TMPFILE, fsync, link, rename through a
   directory handle);
 - write_file (MCP): the whole tool call — JSON-RPC, argument validation, resolution beneath
   the root, protected-path check, the atomic write, sha256 of the content, the result;
@@ -29,7 +29,8 @@ from pathlib import Path
 import anyio
 
 from _util import checked, measure, print_table, served
-from rootbound import fsops
+from rootbound.fs import atomic
+from rootbound.fs.content import write_all
 
 
 def raw_atomic_write(directory: Path, name: str, data: bytes) -> None:
@@ -65,12 +66,12 @@ async def main(runs: int, size_kb: int, base: str | None) -> None:
                 checked(await client.call_tool("stat_file", {"root": "bench", "path": "mcp.txt"}))
 
             def via_primitive() -> None:
-                fsops.write_file(dirfd, "prim.txt", lambda fd: fsops.write_all(fd, payload), replace=True,
+                atomic.write_file(dirfd, "prim.txt", lambda fd: write_all(fd, payload), replace=True,
                                  perms=0o644)
 
             samples = await measure({
                 "raw atomic write": lambda: raw_atomic_write(root, "raw.txt", payload),
-                "fsops.write_file": via_primitive,
+                "atomic.write_file": via_primitive,
                 "stat_file (MCP floor)": floor,
                 "write_file (MCP)": via_mcp,
                 "write_file + expected_sha256": via_mcp_cas,

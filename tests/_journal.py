@@ -8,7 +8,10 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from rootbound import fsops
+from rootbound.fs import atomic, trees
+from rootbound.fs.beneath import Located, locate, locate_making
+from rootbound.fs.content import copy_fd, write_all
+from rootbound.fs.handles import lstat_or_none
 from rootbound.journal.change import Journal
 from rootbound.journal.recovery import start
 from rootbound.journal.settings import Settings, resolve
@@ -51,21 +54,22 @@ class Driver:
     def close(self) -> None:
         os.close(self.fd)
 
-    def _loc(self, rel: str, *, follow: bool = True, make_parents: bool = False) -> fsops.Located:
-        return fsops.locate(self.fd, [p for p in rel.split("/") if p], follow=follow, make_parents=make_parents)
+    def _loc(self, rel: str, *, follow: bool = True, make_parents: bool = False) -> Located:
+        parts = [p for p in rel.split("/") if p]
+        return (locate_making if make_parents else locate)(self.fd, parts, follow=follow)
 
     def write(self, rel: str, data: bytes | str, *, connection: str | None = None) -> str:
         """write_file (overwrite): the entry id."""
         body = data.encode() if isinstance(data, str) else data
         loc = self._loc(rel, make_parents=True)
         try:
-            with fsops.target_lock(loc.dirfd, loc.name), self.journal.begin(
+            with atomic.target_lock(loc.dirfd, loc.name), self.journal.begin(
                     tool="write_file", root=self.root, connection=connection or self.connection,
                     client=self.client) as change:
-                st = fsops.lstat_or_none(loc.dirfd, loc.name)
+                st = lstat_or_none(loc.dirfd, loc.name)
                 change.before_file(loc.dirfd, loc.name, rel)
-                fsops.write_file(loc.dirfd, loc.name, lambda fd: fsops.write_all(fd, body), replace=True,
-                                 perms=stat.S_IMODE(st.st_mode) if st else 0o644, before_commit=change.ready)
+                atomic.write_file(loc.dirfd, loc.name, lambda fd: write_all(fd, body), replace=True,
+                                  perms=stat.S_IMODE(st.st_mode) if st else 0o644, before_commit=change.ready)
                 return change.commit(after={rel: hashlib.sha256(body).hexdigest()})
         finally:
             loc.close()
@@ -89,7 +93,7 @@ class Driver:
                                     client=self.client) as change:
                 change.before_tree(loc.dirfd, loc.name, rel)
                 change.ready()
-                fsops.remove_tree(loc.dirfd, loc.name)
+                trees.remove_tree(loc.dirfd, loc.name)
                 return change.commit()
         finally:
             loc.close()
@@ -128,8 +132,8 @@ class Driver:
             with self.journal.begin(tool="copy", root=self.root, connection=self.connection,
                                     client=self.client) as change:
                 change.before_file(loc.dirfd, loc.name, dst)
-                fsops.write_file(loc.dirfd, loc.name, lambda fd: fsops.copy_fd(sfd, fd), replace=True, perms=0o644,
-                                 before_commit=change.ready)
+                atomic.write_file(loc.dirfd, loc.name, lambda fd: copy_fd(sfd, fd), replace=True, perms=0o644,
+                                  before_commit=change.ready)
                 return change.commit()
         finally:
             os.close(sfd)

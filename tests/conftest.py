@@ -21,8 +21,8 @@ from mcp import Client
 from mcp.client import ClientRequestContext
 from mcp.types import CallToolResult, ListRootsResult, Root
 
-from rootbound import beneath
 from rootbound.config import load_config
+from rootbound.fs import beneath
 from rootbound.server import App
 
 pytestmark = pytest.mark.anyio
@@ -90,6 +90,27 @@ class CommandServers:
 
 def text_of(result: CallToolResult) -> str:
     return "\n".join(c.text for c in result.content if c.type == "text")
+
+
+def tree(root: Path) -> dict[str, str]:
+    """Every entry below `root`: file content, 'dir', or '-> link text' (to compare before and after a call)."""
+    out = {}
+    for dirpath, dirs, files in os.walk(root):
+        for name in dirs + files:
+            p = Path(dirpath) / name
+            rel = str(p.relative_to(root))
+            out[rel] = f"-> {os.readlink(p)}" if p.is_symlink() else "dir" if p.is_dir() else p.read_text()
+    return out
+
+
+def no_host_path(text: str, *paths: Path) -> None:
+    for p in paths:
+        assert str(p) not in text, f"host path leaked: {text}"
+
+
+def tr(src: str, dst: str, src_root: str = "workspace", dst_root: str = "workspace") -> dict[str, str]:
+    """copy's and move's arguments."""
+    return {"source_root": src_root, "source_path": src, "dest_root": dst_root, "dest_path": dst}
 
 
 MakeServer = Callable[..., Awaitable[Harness]]

@@ -15,7 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from rootbound import fsops
+from rootbound.fs import content
 from tests.conftest import CommandServers, Harness, MakeServer, text_of
 
 pytestmark = pytest.mark.anyio
@@ -86,7 +86,7 @@ def test_copy_fd_copies_exactly_the_range_asked(tmp_path: Path, offset: int, cou
     with open(src, "rb") as s, open(tmp_path / "dst", "wb") as d:
         d.write(b"head")  # copied to the destination's position, whatever it is
         d.flush()
-        assert fsops.copy_fd(s.fileno(), d.fileno(), offset, count) == len(expected)
+        assert content.copy_fd(s.fileno(), d.fileno(), offset, count) == len(expected)
         assert os.lseek(d.fileno(), 0, os.SEEK_CUR) == 4 + len(expected)
     assert (tmp_path / "dst").read_bytes() == b"head" + expected
 

@@ -11,7 +11,7 @@ from mcp.client import ClientRequestContext
 from mcp.types import ErrorData, ListRootsResult
 
 from rootbound import roots_request
-from tests.conftest import Harness, MakeServer, RootsClient
+from tests.conftest import Harness, MakeServer, RootsClient, no_host_path
 
 pytestmark = pytest.mark.anyio
 
@@ -150,3 +150,29 @@ async def test_relative_command_cwd_resolves_against_the_first_client_root(
                           commands={"allowed": ["pwd"]})
     got = await h.ok("execute_command", command="pwd", cwd=".")
     assert got["stdout"].strip() == str(project)
+
+
+# -- client roots that try to reach further -------------------------------------------------------------
+
+
+async def test_client_root_inside_a_repository_keeps_its_protection(make_server: MakeServer, workspace: Path
+                                                                    ) -> None:
+    """A client narrowing to `repo/.git` must not turn `hooks/pre-commit` into an ordinary path."""
+    (workspace / "repo" / ".git" / "hooks").mkdir(parents=True)
+    gitdir = workspace / "repo" / ".git"
+    h = await make_server(mode="legacy", roots_client=RootsClient((f"file://{gitdir}", "g")))
+    assert [r["name"] for r in (await h.ok("list_roots"))["roots"]] == ["g"]
+    assert "protected path" in await h.err("write_file", root="g", path="hooks/pre-commit", content="x")
+    assert "protected path" in await h.err("write_file", root="g", path="config", content="x")
+    assert not (gitdir / "config").exists()
+
+
+async def test_client_root_uri_tricks(make_server: MakeServer, workspace: Path, outside: Path,
+                                      tmp_path: Path) -> None:
+    (workspace / "link_out").symlink_to(outside)
+    uris = [f"file://{workspace}%2F..%2Foutside", f"file://{workspace}/link_out", f"file://evil.example{outside}",
+            f"file://{workspace}/%2e%2e/outside", f"file:{outside}"]
+    h = await make_server(mode="legacy", roots_client=RootsClient(*uris))
+    roots = await h.ok("list_roots")
+    assert [r["name"] for r in roots["roots"]] == ["workspace"]
+    no_host_path(str(roots), tmp_path)

@@ -19,7 +19,7 @@ import anyio
 import pytest
 import yaml
 
-from rootbound import fsops
+from rootbound.fs import atomic
 from tests.conftest import MakeServer
 
 pytestmark = pytest.mark.anyio
@@ -38,7 +38,7 @@ def tree(path: Path) -> dict[str, str]:
 
 
 def temps(*dirs: Path) -> list[str]:
-    return [str(Path(d) / n) for top in dirs for d, ds, fs in os.walk(top) for n in ds + fs if fsops.is_temp_name(n)]
+    return [str(Path(d) / n) for top in dirs for d, ds, fs in os.walk(top) for n in ds + fs if atomic.is_temp_name(n)]
 
 
 @pytest.fixture
@@ -281,7 +281,7 @@ async def test_a_running_servers_temporary_entries_are_left_alone(
     state directory) does not remove that one's temporary names; once it is dead, the next start does."""
     state = tmp_path / "state"
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import os, sys; from rootbound import recovery; "
+        "import os, sys; from rootbound.fs import recovery; "
         f"recovery.start({str(state)!r}, [({str(workspace)!r}, os.open({str(workspace)!r}, os.O_RDONLY))]); "
         f"d = os.open({str(workspace)!r}, os.O_RDONLY); "
         "cm = recovery.temp_entry(d, '.rootbound-00000000000000aa.tmp'); cm.__enter__(); "

@@ -26,7 +26,9 @@ CHILD = textwrap.dedent("""
     import hashlib, os, signal, sys
     from pathlib import Path
     from tests._journal import Driver
-    from rootbound import fsops
+    from rootbound.fs import atomic
+    from rootbound.fs.beneath import locate
+    from rootbound.fs.content import write_all
     tmp, mode = Path(sys.argv[1]), sys.argv[2]
     d = Driver(tmp)
     if mode == "loop":
@@ -34,14 +36,14 @@ CHILD = textwrap.dedent("""
         while True:
             i += 1
             d.write("a.txt", f"version {i}\\n" * 2000)
-    loc = fsops.locate(d.fd, ["a.txt"])
+    loc = locate(d.fd, ["a.txt"])
     change = d.journal.begin(tool="write_file", root=d.root, connection="c", client="k")
     change.before_file(loc.dirfd, loc.name, "a.txt")
     data = b"new content"
-    # mode "before": killed between ready() and the rename (fsops kill point "linked");
+    # mode "before": killed between ready() and the rename (fs.atomic's kill point "linked");
     # mode "after": killed after the rename, before commit().
-    fsops.write_file(loc.dirfd, loc.name, lambda fd: fsops.write_all(fd, data), replace=True, perms=0o644,
-                     before_commit=change.ready)
+    atomic.write_file(loc.dirfd, loc.name, lambda fd: write_all(fd, data), replace=True, perms=0o644,
+                      before_commit=change.ready)
     if mode == "after":
         os.kill(os.getpid(), signal.SIGKILL)
     print("not killed")
@@ -77,9 +79,9 @@ def test_a_killed_writer_leaves_a_pending_entry_that_start_up_settles(tmp_path: 
 def test_a_live_writers_pending_entry_is_left_alone(tmp_path: Path) -> None:
     d = Driver(tmp_path)
     (d.path / "a.txt").write_text("old")
-    from rootbound import fsops
+    from rootbound.fs.beneath import locate
 
-    loc = fsops.locate(d.fd, ["a.txt"])
+    loc = locate(d.fd, ["a.txt"])
     change = d.journal.begin(tool="write_file", root=d.root)
     change.before_file(loc.dirfd, loc.name, "a.txt")
     change.ready()

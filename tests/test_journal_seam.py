@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rootbound import fsops
+from rootbound.fs import atomic
+from rootbound.fs.beneath import locate
 from rootbound.journal import query
 from rootbound.journal.model import APPLIED, NOT_APPLIED
 from rootbound.journal.undo import undo
@@ -140,7 +141,7 @@ def test_move_records_the_source_as_moved_and_the_replaced_destination(ws: Drive
 
 def test_a_change_that_fails_is_not_recorded_as_made(ws: Driver) -> None:
     (ws.path / "a.txt").write_text("old")
-    loc = fsops.locate(ws.fd, ["a.txt"])
+    loc = locate(ws.fd, ["a.txt"])
 
     def boom(fd: int) -> int:
         raise RuntimeError("disk full")
@@ -148,7 +149,7 @@ def test_a_change_that_fails_is_not_recorded_as_made(ws: Driver) -> None:
     # Failing before ready(): no entry at all.
     with pytest.raises(RuntimeError), ws.journal.begin(tool="write_file", root=ws.root) as change:
         change.before_file(loc.dirfd, loc.name, "a.txt")
-        fsops.write_file(loc.dirfd, loc.name, boom, replace=True, perms=0o644, before_commit=change.ready)
+        atomic.write_file(loc.dirfd, loc.name, boom, replace=True, perms=0o644, before_commit=change.ready)
     assert ws.store.entries() == []
     # Failing after ready() (the rename refused, say): the entry says it was not applied.
     with pytest.raises(RuntimeError), ws.journal.begin(tool="write_file", root=ws.root) as change:

@@ -386,3 +386,33 @@ async def test_begin_patch_with_several_files_uses_the_one_named_path(server: Ha
                 "*** Update File: b.py\n@@\n-B = 1\n+B = 2\n*** End Patch\n")
     await patch(server, "b.py", envelope)
     assert (workspace / "a.py").read_text() == "A = 1\n" and (workspace / "b.py").read_text() == "B = 2\n"
+
+
+# -- a patch touches only its path, in linear time ------------------------------------------------------
+
+
+async def test_patch_headers_naming_other_files_touch_only_path(server: Harness, workspace: Path,
+                                                                outside: Path) -> None:
+    (workspace / "a.txt").write_text("one\n")
+    patch = "--- a/../../outside/secret.txt\n+++ b/../../outside/secret.txt\n@@ -1 +1 @@\n-one\n+two\n"
+    await server.ok("patch_file", root="workspace", path="a.txt", patch=patch)
+    assert (workspace / "a.txt").read_text() == "two\n"
+    assert (outside / "secret.txt").read_text() == "OUTSIDE-SECRET\n"
+    evil = "--- /etc/passwd\n+++ /etc/passwd\n@@ -1 +1 @@\n-two\n+three\n" \
+           "--- .git/config\n+++ .git/config\n@@ -0,0 +1 @@\n+x\n"
+    await server.err("patch_file", root="workspace", path="a.txt", patch=evil)
+    assert not (workspace / ".git").exists()
+
+
+async def test_patch_search_is_linear_on_repetitive_files(server: Harness, workspace: Path) -> None:
+    """A file of identical lines and a long hunk that fails only on its last line: every position matches
+    the first line. The old search compared hunk-length slices at each one (a million x 50,000 here:
+    over a minute of a worker thread, growing with both); now it is linear, and a real match is still found."""
+    (workspace / "same.txt").write_bytes(b"a\n" * 1_000_000 + b"b\n")
+    hunk = "@@ -1,50001 +1,50001 @@\n" + " a\n" * 50_000 + "-c\n+d\n"
+    text = await server.err("patch_file", root="workspace", path="same.txt", patch=hunk)
+    assert "does not match" in text
+    ok = "@@ -10,3 +10,3 @@\n a\n a\n-b\n+B\n"  # header far off: the match is found near the end
+    got = await server.ok("patch_file", root="workspace", path="same.txt", patch=ok)
+    assert got["hunks"] == [{"hunk": 1, "line": 999_999, "offset": 999_989}]
+    assert (workspace / "same.txt").read_bytes().endswith(b"a\nB\n")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import shutil
+import socket
 import tempfile
 import threading
 import time
@@ -18,7 +20,7 @@ import pytest
 from rootbound import fanout
 from rootbound.fanout import Helper
 from rootbound.searching import CUT, LINE_CAP
-from tests.conftest import Harness, MakeServer
+from tests.conftest import Harness, MakeServer, no_host_path
 
 pytestmark = pytest.mark.anyio
 
@@ -561,3 +563,65 @@ async def test_output_budget_truncates(server: Harness, workspace: Path, grep_mo
     got = await server.ok("grep", root="workspace", pattern="hit", context_lines=3, max_results=1000)
     assert got["truncated"] is True and 0 < got["total_matches"] < 100
     assert [m["file"] for m in got["matches"]] == [f"f{i:02}.txt" for i in range(got["total_matches"])]
+
+
+# -- searches never leave the root, and stay bounded ----------------------------------------------------
+
+
+async def test_search_never_leaves_the_root(server: Harness, workspace: Path, outside: Path, tmp_path: Path,
+                                            resolver: str) -> None:
+    (workspace / "out").symlink_to("../outside")
+    (workspace / "f.txt").write_text("inside\n")
+    for path in ("out", "../outside", "out/secret.txt", "/../outside"):
+        text = await server.err("grep", root="workspace", pattern="SECRET", path=path)
+        assert "outside root boundary" in text
+        no_host_path(text, tmp_path)
+        assert "outside root boundary" in await server.err("glob", root="workspace", pattern="*", path=path)
+    for glob_filter in ("../outside/*", f"{outside}/*", "**/../../outside/*", "../*"):
+        got = await server.ok("grep", root="workspace", pattern="SECRET", glob_filter=glob_filter)
+        assert got["matches"] == []
+    for pattern in ("../**", "../outside/*", f"{outside}/**", "**/../**"):
+        got = await server.ok("glob", root="workspace", pattern=pattern)
+        assert all(not m["path"].startswith("..") for m in got["matches"])
+    got = await server.ok("glob", root="workspace", regex=".*", type_filter="all")
+    assert {m["path"] for m in got["matches"]} == {"out", "f.txt"}
+
+
+async def test_grep_special_files_and_odd_names(server: Harness, workspace: Path, outside: Path) -> None:
+    os.mkfifo(workspace / "fifo")
+    sock = socket.socket(socket.AF_UNIX)
+    with contextlib.suppress(OSError):  # a socket path too long for sun_path: the test goes on without it
+        sock.bind(str(workspace / "sock"))
+    (workspace / "new\nline.txt").write_text("needle one\n")
+    (workspace / os.fsdecode(b"bad\xff.txt")).write_text("needle two\n")
+    (workspace / "..txt").write_text("needle three\n")
+    (workspace / "out").symlink_to("../outside")
+    (workspace / "secret_link.txt").symlink_to("../outside/secret.txt")
+    for n in range(300):  # several batches: the helper process takes some
+        (workspace / f"f{n:03}.txt").write_text("needle\n" if n % 3 == 0 else "hay\n")
+    got = await server.ok("grep", root="workspace", pattern="needle|SECRET", max_results=1000)
+    files = [m["file"] for m in got["matches"]]
+    assert all("SECRET" not in m["line_content"] for m in got["matches"])
+    assert "..txt" in files and len(files) == len(set(files)) == 103
+    assert "not a regular file" in await server.err("grep", root="workspace", pattern="x", path="fifo")
+    sock.close()
+
+
+async def test_grep_deep_tree_and_regex_blowup(server: Harness, workspace: Path) -> None:
+    p = workspace
+    for _ in range(300):
+        p = p / "d"
+        p.mkdir()
+    (p / "bottom.txt").write_text("needle\n")
+    got = await server.ok("grep", root="workspace", pattern="needle")
+    assert got["matches"] == []  # below the walk's depth cap: skipped, not a crash
+    (workspace / "long.txt").write_text("a" * 200_000 + "\n")
+    got = await server.ok("grep", root="workspace", pattern="(a*)*b|(a|aa)+c|(x+x+)+y", max_depth=1)
+    assert got["matches"] == [] and not got["timed_out"]
+    got = await server.ok("glob", root="workspace", pattern="*a*a*a*a*a*a*a*a*a*a*a*a*c", max_depth=1)
+    assert got["matches"] == []
+
+
+async def test_limits_are_bounded(server: Harness) -> None:
+    for bad in ({"max_results": 10**9}, {"context_lines": 10**6}):
+        assert "invalid arguments" in await server.err("grep", root="workspace", pattern="x", **bad)

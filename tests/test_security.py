@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from rootbound.errors import ToolError
-from tests.conftest import Harness, MakeServer
+from rootbound.fs import Kinds
+from tests.conftest import Harness, MakeServer, tr
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("resolver")]
 
@@ -303,7 +304,7 @@ def _hammer(root: object, path: str, rounds: int, seen: Counter[str]) -> None:
     """Open and read `path` through the Root as fast as possible (more tries than MCP calls allow)."""
     for _ in range(rounds):
         try:
-            fd, _ = root.open_file(path)  # type: ignore[attr-defined]
+            fd = root.open(path, Kinds.FILE).fd  # type: ignore[attr-defined]
         except ToolError as exc:
             seen[exc.message.split(":")[0]] += 1
             continue
@@ -401,3 +402,34 @@ def test_exchange_helper_really_swaps(tmp_path: Path) -> None:
         pytest.skip("RENAME_EXCHANGE unsupported")
     assert (tmp_path / "d").is_symlink()
     assert (tmp_path / "l").is_dir()
+
+
+# -- special files named as a tool's start -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tool", ["grep", "glob", "copy", "list_folder"])
+async def test_a_fifo_named_as_the_start_is_never_opened(server: Harness, workspace: Path, tool: str) -> None:
+    """Opening a FIFO for reading wakes a writer blocked on it: the tools must refuse it unopened."""
+    fifo = workspace / "fifo"
+    os.mkfifo(fifo)
+    woke = threading.Event()
+
+    def writer() -> None:
+        fd = os.open(fifo, os.O_WRONLY)  # blocks until someone opens the FIFO for reading
+        woke.set()
+        os.close(fd)
+
+    t = threading.Thread(target=writer, daemon=True)
+    t.start()
+    try:
+        if tool == "copy":
+            text = await server.err("copy", **tr("fifo", "copied"))
+        else:
+            extra = {} if tool == "list_folder" else {"pattern": "x"}
+            text = await server.err(tool, root="workspace", path="fifo", **extra)
+        assert "not a" in text
+        assert not woke.wait(0.2)  # with the bug the writer wakes at once
+    finally:
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # release the writer
+        t.join()
+    assert not (workspace / "copied").exists()

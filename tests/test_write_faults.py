@@ -18,7 +18,8 @@ import anyio
 import pytest
 from mcp import Client
 
-from rootbound import fsops
+from rootbound.fs import atomic
+from rootbound.fs.content import write_all
 from tests.conftest import Harness, MakeServer, text_of
 
 ROOTBOUND = str(Path(sys.executable).with_name("rootbound"))
@@ -54,7 +55,7 @@ def _temp_open(pid: int, directory: str) -> bool:
             where = os.readlink(f"/proc/{pid}/fd/{fd}")
         except OSError:
             continue
-        if where.startswith(directory + "/") and ("/#" in where or fsops.TEMP_PREFIX in where):
+        if where.startswith(directory + "/") and ("/#" in where or atomic.TEMP_PREFIX in where):
             return True
     return False
 
@@ -113,7 +114,7 @@ def temp_style(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
     """Run over both temp-file strategies: O_TMPFILE (the default) and the named O_EXCL fallback
     used on filesystems without O_TMPFILE."""
     if request.param == "named":
-        monkeypatch.setattr(fsops, "_HAVE_PROC_FD", False)
+        monkeypatch.setattr(atomic, "_HAVE_PROC_FD", False)
     return str(request.param)
 
 
@@ -174,10 +175,10 @@ def test_create_only_primitive_is_race_free_without_the_server_lock(tmp_path: Pa
                        barrier: threading.Barrier = barrier) -> None:
                 def fill(fd: int) -> int:
                     barrier.wait()  # both have written their data; now both try to link it in
-                    return fsops.write_all(fd, tag)
+                    return write_all(fd, tag)
 
                 try:
-                    fsops.write_file(dirfd, name, fill, replace=False, perms=0o644)
+                    atomic.write_file(dirfd, name, fill, replace=False, perms=0o644)
                     wins.append(tag)
                 except FileExistsError:
                     pass
@@ -190,7 +191,7 @@ def test_create_only_primitive_is_race_free_without_the_server_lock(tmp_path: Pa
             assert len(wins) == 1 and (tmp_path / name).read_bytes() == wins[0]
     finally:
         os.close(dirfd)
-    assert not [n for n in os.listdir(tmp_path) if fsops.is_temp_name(n)]
+    assert not [n for n in os.listdir(tmp_path) if atomic.is_temp_name(n)]
 
 
 @pytest.mark.anyio

@@ -3,14 +3,16 @@ guard rails: expected_sha256 (compare-and-swap) and protected paths."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
+import threading
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import Harness, MakeServer
+from tests.conftest import Harness, MakeServer, no_host_path, tr, tree
 
 pytestmark = pytest.mark.anyio
 
@@ -333,3 +335,189 @@ async def test_tool_annotations(server: Harness) -> None:
         assert ann is not None and ann.read_only_hint is False
         assert (ann.destructive_hint, ann.idempotent_hint) == (destructive, idempotent), name
     assert tools["write_file"].input_schema["properties"]["mode"]["enum"] == ["overwrite", "append", "create_only"]
+
+
+# -- attacks through the writing tools: symlinks, `..`, hard links, races, protected spellings ----------
+
+
+@pytest.mark.parametrize("path", ["a/b/c.txt", "a/new/deeper/c.txt", "in/../a/x.txt", "../outside/x.txt",
+                                  "in/../../outside/x.txt", "dangling", "dangling_abs", "dir_link/x.txt"])
+@pytest.mark.parametrize("mode", ["overwrite", "append", "create_only"])
+async def test_write_never_creates_outside(server: Harness, workspace: Path, outside: Path, tmp_path: Path,
+                                           resolver: str, path: str, mode: str) -> None:
+    (workspace / "a").symlink_to(outside)
+    (workspace / "in").mkdir()
+    (workspace / "dangling").symlink_to("../outside/planted.txt")
+    (workspace / "dangling_abs").symlink_to(outside / "planted_abs.txt")
+    (workspace / "dir_link").symlink_to("in/../../outside")
+    before = tree(outside)
+    text = await server.err("write_file", root="workspace", path=path, content="PWNED", mode=mode)
+    assert "outside root boundary" in text
+    no_host_path(text, tmp_path)
+    assert tree(outside) == before
+
+
+@pytest.mark.parametrize("path", ["dangling", "a/x.txt"])
+async def test_patch_and_create_folder_never_create_outside(server: Harness, workspace: Path, outside: Path,
+                                                            resolver: str, path: str) -> None:
+    (workspace / "a").symlink_to("../outside")
+    (workspace / "dangling").symlink_to("../outside/planted.txt")
+    before = tree(outside)
+    patch = "--- /dev/null\n+++ b/x\n@@ -0,0 +1 @@\n+PWNED\n"
+    assert "outside root boundary" in await server.err("patch_file", root="workspace", path=path, patch=patch)
+    assert "outside root boundary" in await server.err("create_folder", root="workspace", path=path + "/sub/dir")
+    assert tree(outside) == before
+
+
+async def test_mkdir_p_race_with_a_symlink_swapped_in(server: Harness, workspace: Path, outside: Path,
+                                                      resolver: str) -> None:
+    """A thread keeps replacing `a/b` with a symlink to outside while write_file creates `a/b/c/d.txt`."""
+    (workspace / "a").mkdir()
+    stop = threading.Event()
+
+    def swap() -> None:
+        b, n = workspace / "a" / "b", 0
+        while not stop.is_set():
+            n += 1
+            with contextlib.suppress(OSError):
+                os.rename(b, workspace / "a" / f"aside{n}")  # a directory the writer made: out of the way
+            with contextlib.suppress(OSError):
+                b.symlink_to(outside)  # ... and a link to outside in its place, for a moment
+            with contextlib.suppress(OSError):
+                b.unlink()
+
+    t = threading.Thread(target=swap, daemon=True)
+    t.start()
+    try:
+        for i in range(40):
+            await server.call("write_file", root="workspace", path=f"a/b/c{i}/d.txt", content="PWNED")
+    finally:
+        stop.set()
+        t.join()
+    assert sorted(os.listdir(outside)) == ["secret.txt"]
+
+
+@pytest.mark.parametrize("how", ["overwrite", "append", "patch", "copy_onto", "move_onto"])
+async def test_hard_link_to_an_outside_file_is_never_written_through(server: Harness, workspace: Path,
+                                                                     outside: Path, how: str) -> None:
+    try:
+        os.link(outside / "secret.txt", workspace / "linked.txt")
+    except OSError as exc:
+        pytest.skip(f"no hard links here: {exc}")
+    (workspace / "other.txt").write_text("other\n")
+    if how in ("overwrite", "append"):
+        await server.ok("write_file", root="workspace", path="linked.txt", content="PWNED\n", mode=how)
+    elif how == "patch":
+        await server.ok("patch_file", root="workspace", path="linked.txt",
+                        patch="@@ -1 +1,2 @@\n OUTSIDE-SECRET\n+PWNED\n")
+    else:
+        await server.ok("copy" if how == "copy_onto" else "move", **tr("other.txt", "linked.txt"))
+    assert (outside / "secret.txt").read_text() == "OUTSIDE-SECRET\n"
+    assert os.stat(outside / "secret.txt").st_nlink == 1
+
+
+async def test_remove_folder_through_symlinked_parent(server: Harness, workspace: Path, outside: Path) -> None:
+    (outside / "victim").mkdir()
+    (outside / "victim" / "f").write_text("keep\n")
+    (workspace / "out").symlink_to("../outside")
+    (workspace / "real" / "sub").mkdir(parents=True)
+    (workspace / "inlink").symlink_to("real")
+    assert "outside root boundary" in await server.err("remove_folder", root="workspace", path="out/victim")
+    assert "outside root boundary" in await server.err("remove_file", root="workspace", path="out/secret.txt")
+    assert (outside / "victim" / "f").read_text() == "keep\n"
+    await server.ok("remove_folder", root="workspace", path="inlink/sub")
+    assert not (workspace / "real" / "sub").exists()
+
+
+@pytest.mark.parametrize("path", [".GIT/Config", "./.git//config", "x/../.git/config", ".git/./hooks/pre-commit",
+                                  "innocent/pre-commit", ".git/hooks/../hooks/post-merge", "sub/.Git/HOOKS/x",
+                                  ".git/x/../config", "/.git/config", "innocent/../config"])
+async def test_protected_path_spellings(server: Harness, workspace: Path, path: str) -> None:
+    (workspace / ".git" / "hooks").mkdir(parents=True)
+    (workspace / ".git" / "x").mkdir()
+    (workspace / "x").mkdir()
+    (workspace / "innocent").symlink_to(".git/hooks")
+    (workspace / "f.txt").write_text("#!/bin/sh\necho pwned\n")
+    assert "protected path" in await server.err("write_file", root="workspace", path=path, content="x")
+    assert "protected path" in await server.err("copy", **tr("f.txt", path))
+    assert "protected path" in await server.err("move", **tr("f.txt", path))
+    assert "protected path" in await server.err("patch_file", root="workspace", path=path,
+                                                patch="--- /dev/null\n+++ b/x\n@@ -0,0 +1 @@\n+x\n")
+    assert not list((workspace / ".git" / "hooks").iterdir())
+    assert not (workspace / ".git" / "config").exists()
+
+
+async def test_a_final_symlink_to_a_protected_file(server: Harness, workspace: Path) -> None:
+    """Writing through `cfg -> .git/config` is writing .git/config."""
+    (workspace / ".git").mkdir()
+    (workspace / ".git" / "config").write_text("[core]\n")
+    (workspace / "cfg").symlink_to(".git/config")
+    (workspace / "f.txt").write_text("x\n")
+    for mode in ("overwrite", "append"):
+        assert "protected path" in await server.err("write_file", root="workspace", path="cfg", content="x", mode=mode)
+    assert "protected path" in await server.err("patch_file", root="workspace", path="cfg",
+                                                patch="@@ -1 +1 @@\n-[core]\n+[core] x\n")
+    assert "protected path" in await server.err("copy", **tr("f.txt", "cfg"))
+    # move would only replace the link, but it decides "is cfg a folder?" through it, and refuses too.
+    assert "protected path" in await server.err("move", **tr("f.txt", "cfg"))
+    assert (workspace / ".git" / "config").read_text() == "[core]\n"
+
+
+async def test_protection_holds_in_a_nested_root_renamed_through_its_parent(make_server: MakeServer,
+                                                                           workspace: Path) -> None:
+    """Root `proj` lies inside root `workspace`; renaming it there must not blind `proj`'s checks."""
+    proj = workspace / "proj"
+    (proj / ".git").mkdir(parents=True)
+    (proj / "innocent").symlink_to(".git")
+    h = await make_server({"workspace": workspace, "proj": proj})
+    await h.ok("move", **tr("proj", "moved"))
+    assert "protected path" in await h.err("write_file", root="proj", path="innocent/config", content="x")
+    assert not (workspace / "moved" / ".git" / "config").exists()
+
+
+def _deep(top: Path, levels: int) -> Path:
+    """A chain of `levels` directories below `top`, made by descriptor (the path gets too long for one call)."""
+    top.mkdir()
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(levels):
+            os.mkdir("d", dir_fd=fd)
+            nfd = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+        os.close(os.open("f.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
+    finally:
+        os.close(fd)
+    return top
+
+
+def _remove_chain(top: Path) -> None:
+    """Remove what `_deep` made, by descriptor (shutil.rmtree, and so pytest's clean-up, recurses too deep)."""
+    fds = [os.open(top, os.O_RDONLY | os.O_DIRECTORY)]
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            while True:
+                fds.append(os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fds[-1]))
+        os.unlink("f.txt", dir_fd=fds[-1])
+        for parent in reversed(fds[:-1]):
+            os.rmdir("d", dir_fd=parent)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    top.rmdir()
+
+
+async def test_very_deep_trees_are_refused_cleanly(server: Harness, workspace: Path) -> None:
+    """remove_folder and move walk the tree for protected paths: a deep one must not crash them."""
+    _deep(workspace / "top", 1200)
+    try:
+        for tool, kwargs in (("remove_folder", {"root": "workspace", "path": "top"}), ("move", tr("top", "top2"))):
+            text = await server.err(tool, **kwargs)
+            assert "too deep" in text and "internal error" not in text
+        assert (workspace / "top").is_dir() and not (workspace / "top2").exists()
+    finally:
+        _remove_chain(workspace / "top")
+    _deep(workspace / "ok", 100)
+    await server.ok("move", **tr("ok", "ok2"))
+    got = await server.ok("remove_folder", root="workspace", path="ok2")
+    assert got["entries_removed"] == 101

@@ -27,9 +27,10 @@ from typing import Literal
 from urllib.parse import unquote, urlsplit
 
 from rootbound import installation
-from rootbound.beneath import open_beneath
+from rootbound.errors import PathError
+from rootbound.fs import Root, RootSet
+from rootbound.fs.root import host_directory
 from rootbound.logs import log
-from rootbound.roots import Root, RootSet
 
 __all__ = ["ClientRootsState", "Policy", "build_client_roots"]
 
@@ -92,15 +93,12 @@ def _open_within(operator: RootSet, name: str, real: str, state: ClientRootsStat
     key = (name, real)
     if key in state.opened:
         return state.opened[key]
-    rel = os.path.relpath(real, parent.real_path)
-    parts = [] if rel == "." else rel.split("/")
     try:
-        fd = open_beneath(parent.fd, parts, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError as exc:
+        root = parent.open_root(name, os.path.relpath(real, parent.real_path), parent.allowed_tools)
+    except PathError as exc:
         log.warning("client root refused: cannot open beneath its operator root",
-                    extra={"client_root": name, "operator_root": parent.name, "error": exc.strerror})
+                    extra={"client_root": name, "operator_root": parent.name, "error": exc.kind.value})
         return None
-    root = Root(name, real, parent.allowed_tools, fd)
     state.opened[key] = root
     return root
 
@@ -140,8 +138,8 @@ def build_client_roots(policy: Policy, operator: RootSet, roots: Iterable[tuple[
         if path is None:
             log.info("client root ignored: not a local file:// URI", extra={"uri": uri[:200]})
             continue
-        real = os.path.realpath(path)
-        if not os.path.isdir(real):
+        real = host_directory(path)
+        if real is None:
             log.warning("client root refused: not a directory", extra={"uri": uri[:200]})
             continue
         base = (given or "").strip().replace("/", "_") or os.path.basename(real) or "root"

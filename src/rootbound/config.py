@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rootbound import config_errors, hosts
-from rootbound.roots import FILE_TOOLS
+from rootbound.catalogue import FILE_TOOLS
 
 __all__ = ["CommandLimits", "CommandsConfig", "Config", "ConfigError", "JournalConfig", "RootConfig", "load_config"]
 

@@ -8,7 +8,7 @@ back and forth. A second process has its own interpreter and no such contention.
 How confinement holds: the helper is given directory *handles* (passed over a
 Unix socket with SCM_RIGHTS), never paths. It opens each name beneath the
 handle with O_NOFOLLOW|O_NONBLOCK and searches it only if fstat says regular —
-exactly what the main process does (`walking.open_file`). Names come from the
+exactly what the main process does (`fs.trees.open_file`). Names come from the
 main process's walk; the helper cannot name anything the walk did not list.
 
 The protocol is small and private: each message is a 4-byte length and a
@@ -46,8 +46,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
+from rootbound.fs.trees import open_file
 from rootbound.searching import LineSearch, Prefilter, compile_regex
-from rootbound.walking import open_file
 
 __all__ = ["BATCH", "FileRows", "Helper", "HelperGone", "HitRow", "Job", "found_rows", "make_scanner", "search_batch"]
 

@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rootbound.roots import FILE_TOOLS
+from rootbound.catalogue import FILE_TOOLS
 from rootbound.sandbox.layout import WRITING_TOOLS, is_under
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rootbound.roots import Root
+from rootbound.fs import Root
 from rootbound.sandbox.layout import WRITING_TOOLS, is_under
 
 __all__ = ["nesting_warnings"]

@@ -28,13 +28,13 @@ from typing import Any, Final
 
 import re2
 
+from rootbound.fs.content import SNIFF, looks_binary
 from rootbound.literals import required_literals
 
 __all__ = ["CUT", "LINE_CAP", "Hit", "LineSearch", "PatternError", "Prefilter", "compile_regex", "finder",
            "regex_message"]
 
 BLOCK: Final = 1 << 20
-SNIFF: Final = 8192  # seed FR-016: a NUL byte in the first 8 KiB means binary
 _SNIFF_FIRST: Final = 64 * 1024  # bigger files are sniffed before the rest is read
 OVERLAP: Final = 64 * 1024
 LINE_CAP: Final = 1024
@@ -42,7 +42,6 @@ CUT: Final = "[…]"
 
 _UNANCHORED: Final = re2._Anchor.UNANCHORED
 _NL: Final = 10
-_NUL: Final = b"\x00"
 
 
 class PatternError(ValueError):
@@ -217,14 +216,14 @@ class LineSearch:
         """
         if size > _SNIFF_FIRST:
             head = os.read(fd, SNIFF)
-            if _NUL in head:
+            if looks_binary(head):
                 return []
             buf = head + os.read(fd, min(size + 1, BLOCK) - len(head))
             eof = len(buf) <= size and len(buf) < BLOCK
         else:
             buf = os.read(fd, size + 1)  # +1: a short read proves we reached the end
             eof = len(buf) <= size
-            if buf.find(_NUL, 0, SNIFF) >= 0:
+            if looks_binary(buf):
                 return []
         if eof and (self._find(buf, 0, len(buf)) if self._pre is None else self._pre.first(buf)) < 0:
             return []  # the common case, kept short: a whole file without a match

@@ -49,17 +49,18 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from rootbound import __version__, recovery
+from rootbound import __version__
 from rootbound.client_roots import ClientRootsState, build_client_roots
 from rootbound.config import Config
 from rootbound.disconnects import CancelOnDisconnect, cancelled_on_disconnect
 from rootbound.execution import groups
 from rootbound.execution.output import return_big_buffers
 from rootbound.execution.spill import SpillStore
+from rootbound.fs import Root, RootSet, recovery
 from rootbound.hosts import LowercaseHost, host_patterns, origin_patterns, url_host
+from rootbound.libc import libc
 from rootbound.listening import listen
 from rootbound.logs import log, shorten
-from rootbound.roots import Root, RootSet
 from rootbound.roots_request import RootsAsker
 from rootbound.sandbox.select import headline as sandbox_headline
 from rootbound.session_ids import NoSessionIdOnError
@@ -125,7 +126,8 @@ class App:
         self.config = config
         self.roots = roots if roots is not None else open_roots(config)
         # Before anything is served: finish or roll back what a killed server left half done.
-        self.state_dir = recovery.start(config.state_dir, [(r.real_path, r.fd) for r in self.roots.values()])
+        self.state_dir = recovery.start(config.state_dir, [(r.real_path, r.handle()) for r in self.roots.values()],
+                                        groups.sweep_ids)
         # Commands whose output had to be cut keep the whole of it in a spill file, served read-only
         # as one more root (`command-output`) so the agent can page through it with read_file; each
         # client sees only its own (see `_caller`).
@@ -350,10 +352,8 @@ def _hide_process_memory() -> None:
     /proc/<pid>/environ or memory, where ROOTBOUND_AUTH_TOKEN may live. Sandboxed commands are denied
     that already (no capabilities, Landlock's ptrace scoping, bubblewrap's PID namespace); this also
     covers `sandbox: off` with a non-root server. Children are dumpable again after exec."""
-    import ctypes
-
     pr_set_dumpable = 4
-    if ctypes.CDLL(None, use_errno=True).prctl(pr_set_dumpable, 0, 0, 0, 0) != 0:
+    if libc.prctl(pr_set_dumpable, 0, 0, 0, 0) != 0:
         log.warning("could not make the server non-dumpable; commands may read its environment")
 
 

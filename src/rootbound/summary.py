@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from rootbound import beneath
+from rootbound.catalogue import FILE_TOOLS
 from rootbound.execution.summary import describe_commands
+from rootbound.fs import beneath
 from rootbound.overlaps import nesting_warnings
-from rootbound.roots import FILE_TOOLS
 from rootbound.sandbox.select import launcher_for
-from rootbound.tools.errors import COMMON_ERRORS, TOOL_ERRORS
+from rootbound.tools.messages import COMMON_ERRORS, TOOL_ERRORS
 
 if TYPE_CHECKING:
     from rootbound.server import App

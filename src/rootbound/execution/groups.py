@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import os
 import signal
 import time
@@ -32,6 +31,7 @@ from collections.abc import Iterator
 import anyio
 
 from rootbound.execution.environment import COMMAND_ID_VAR
+from rootbound.libc import libc
 
 __all__ = ["KILL_GRACE", "become_subreaper", "is_subreaper", "kill_all", "live_members", "register", "running",
            "spawning", "stop_strays", "sweep", "sweep_ids", "terminate_group", "unregister"]
@@ -62,7 +62,7 @@ def become_subreaper() -> bool:
     """Make this process the reaper of its orphaned descendants (Linux >= 3.4); True if it is."""
     global _subreaper
     if not _subreaper:
-        _subreaper = ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        _subreaper = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     return _subreaper
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from rootbound.roots import Root
+    from rootbound.fs import Root
 
 __all__ = ["UNCONFINED", "Child", "Launch", "Launcher"]
 

@@ -15,12 +15,12 @@ kept bytes plus their decoded text, and the buffers are gone afterwards.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from rootbound.execution.spill import SpillFile, SpillInfo
+from rootbound.libc import libc
 
 __all__ = ["Capture", "StreamResult", "return_big_buffers"]
 
@@ -69,7 +69,7 @@ def return_big_buffers() -> None:
     the multi-MiB buffers of command output come from heaps that are rarely given back: eight 10 MiB
     outputs left over 300 MiB behind. A fixed threshold turns that adaptation off."""
     with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to tune
-        ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, 256 * 1024)
+        libc.mallopt(_M_MMAP_THRESHOLD, 256 * 1024)
 
 
 class Capture:

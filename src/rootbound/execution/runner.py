@@ -26,13 +26,13 @@ from dataclasses import dataclass
 import anyio
 import anyio.to_thread
 
-from rootbound import recovery
 from rootbound.execution import groups
 from rootbound.execution.environment import COMMAND_ID_VAR
 from rootbound.execution.launch import Child, Launch
 from rootbound.execution.output import Capture, StreamResult
 from rootbound.execution.progress import ProgressFeed
 from rootbound.execution.spill import SpillFile
+from rootbound.fs import recovery
 
 __all__ = ["DRAIN_SECONDS", "RunResult", "SpawnError", "run"]
 

@@ -29,7 +29,7 @@ from rootbound.execution.script import analyze
 from rootbound.execution.spill import SpillArea, SpillFile, new_command_id
 from rootbound.execution.words import CommandSyntaxError, OperatorError, split_command
 from rootbound.execution.workdir import WorkDir, open_workdir
-from rootbound.roots import Root
+from rootbound.fs import Root
 
 __all__ = ["ENOENT_HINT", "SHELL", "CommandRequest", "Outcome", "execute"]
 

@@ -31,12 +31,12 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rootbound.roots import Root
+from rootbound.catalogue import SPILL_TOOLS
+from rootbound.fs import Root
 
 __all__ = ["SPILL_ROOT_NAME", "SpillArea", "SpillFile", "SpillInfo", "SpillRoot", "SpillStore", "new_command_id"]
 
 SPILL_ROOT_NAME = "command-output"
-SPILL_TOOLS = ("list_folder", "read_file", "stat_file", "hash_file", "grep", "glob")
 KEEP_FILES = 64
 MAX_AGE_SECONDS = 3600
 _PREFIX = "rootbound-output-"
@@ -151,7 +151,7 @@ class SpillArea:
 def _prune(root: SpillRoot) -> None:
     now = time.time()
     files: list[tuple[float, str]] = []
-    with contextlib.suppress(OSError), os.scandir(root.fd) as it:
+    with contextlib.suppress(OSError), os.scandir(root.handle()) as it:
         for entry in it:
             with contextlib.suppress(OSError):
                 files.append((entry.stat(follow_symlinks=False).st_mtime, entry.name))
@@ -159,7 +159,7 @@ def _prune(root: SpillRoot) -> None:
     for i, (mtime, name) in enumerate(files):
         if i >= KEEP_FILES or now - mtime > MAX_AGE_SECONDS:
             with contextlib.suppress(OSError):
-                os.unlink(name, dir_fd=root.fd)
+                os.unlink(name, dir_fd=root.handle())
 
 
 @dataclass
@@ -181,7 +181,7 @@ class SpillFile:
         self.complete = True
         _prune(root)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        self.fd: int | None = os.open(self.name, flags, 0o600, dir_fd=root.fd)
+        self.fd: int | None = os.open(self.name, flags, 0o600, dir_fd=root.handle())
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if self.fd is None:

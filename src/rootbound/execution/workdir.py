@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from rootbound.errors import Denied, ToolError
-from rootbound.roots import Root, display_path, split_path
+from rootbound.fs import Kinds, Root, display_path, split_path
 
 __all__ = ["WorkDir", "cwd_roots", "open_workdir"]
 
@@ -85,7 +85,7 @@ def open_workdir(roots: Mapping[str, Root], project_dir: str, cwd: str | None, r
         if base is None:
             raise ToolError(f"unknown root: {root}; roots: {', '.join(roots)}")
         base.check_available()
-        fd = base.open_dir(cwd or "")
+        fd = base.open(cwd or "", Kinds.DIRECTORY).fd
         shown = f"{root}:{display_path(split_path(cwd or ''))}"
     else:
         fd, shown = _open_host(project_dir, cwd)

@@ -9,7 +9,7 @@ Phase 1 (this package) is self-contained; nothing in the server calls it yet. Ph
                                             [r.real_path for r in roots], max_bytes=config.journal.max_bytes,
                                             max_age=config.journal.max_age_seconds,
                                             max_file_size=config.journal.max_file_size)
-       self.journal = journal.recovery.start(settings, [(root, root.fd) for root in roots])  # settles pending
+       self.journal = journal.recovery.start(settings, [(root, root.handle()) for root in roots])  # settles pending
        self.journal.after_commit.append(journal.retention.Upkeep(settings))
        for root in roots: journal.retention.maintain(self.journal.store(root.real_path), settings)
 
@@ -18,7 +18,7 @@ Phase 1 (this package) is self-contained; nothing in the server calls it yet. Ph
 2. **Every mutating door of the fs core** drives one `Change` (change.py has the exact protocol):
    `begin(tool=, root=, connection=, client=)` before reading what a read-modify-write depends on;
    `before_file(dirfd, name, rel)` / `before_tree` / `before_absent(rel, dirfd=, name=)` /
-   `before_move(...)` through the handles the door holds; `ready()` as `fsops.write_file`'s
+   `before_move(...)` through the handles the door holds; `ready()` as `Target.write_atomic`'s
    `before_commit` (or just before unlink/rename/mkdir); `commit(after={rel: sha256})`; `abandon()` on
    failure. Which before_* per tool:
    - write_file, edit_file, patch_file, copy onto a file: `before_file` on the target (absent or not);
@@ -35,7 +35,7 @@ Phase 1 (this package) is self-contained; nothing in the server calls it yet. Ph
    connection=<caller>)` and `undo.undo(journal, query.select(stores, connection=<caller>, ids=...),
    root_fds, connection=<caller>)` — select with the caller's connection only, so another connection's
    changes are never listed or reverted.
-5. **HTTP**: mount `page.changes_routes(journal, {root.real_path: (root.name, root.fd)}, may=...)` next to
+5. **HTTP**: mount `page.changes_routes(journal, {root.real_path: (root.name, root.handle())}, may=...)` next to
    /mcp, `may` applying the same token, Host and Origin checks; never on stdio.
 
 Modules: settings, model, store, blobs, capture, change, locks, recovery, retention, query, diffs, restore,

@@ -31,7 +31,7 @@ import zlib
 from collections.abc import Iterator
 from typing import Final
 
-from rootbound.bounds import checkpoint
+from rootbound.fs.bounds import checkpoint
 
 __all__ = ["Blobs", "Damaged"]
 

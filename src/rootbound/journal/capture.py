@@ -20,9 +20,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from rootbound import fsops
-from rootbound.bounds import checkpoint
 from rootbound.errors import ToolError
+from rootbound.fs.bounds import checkpoint
+from rootbound.fs.content import digest
+from rootbound.fs.handles import lstat_or_none
 from rootbound.journal.model import ABSENT, State, fingerprint, link_digest
 from rootbound.journal.store import Store
 
@@ -61,13 +62,6 @@ class Idents:
             if len(self._known) >= _IDENTS_MAX:
                 self._known.clear()
             self._known[(st.st_dev, st.st_ino)] = _Known(self._key(st), sha256, synced)
-
-
-def _lstat(dirfd: int, name: str) -> os.stat_result | None:
-    try:
-        return os.stat(name, dir_fd=dirfd, follow_symlinks=False)
-    except FileNotFoundError:
-        return None
 
 
 def _special(mode: int) -> str:
@@ -135,7 +129,7 @@ def tree_fingerprint(dirfd: int, name: str, st: os.stat_result) -> str:
 
 def digest_now(dirfd: int, name: str, idents: Idents | None = None) -> str:
     """The digest of what stands at `name` in `dirfd` now (see model.py)."""
-    st = _lstat(dirfd, name)
+    st = lstat_or_none(dirfd, name)
     if st is None:
         return "absent"
     if stat.S_ISLNK(st.st_mode):
@@ -150,7 +144,7 @@ def digest_now(dirfd: int, name: str, idents: Idents | None = None) -> str:
         known = idents.get(st) if idents is not None else None
         if known is not None:
             return f"file:{known.sha256}"
-        sha = fsops.sha256_fd(fd)
+        sha = digest(fd)[0]
         if idents is not None:
             idents.put(st, sha)
         return f"file:{sha}"
@@ -172,7 +166,7 @@ class Capturer:
 
     def at(self, dirfd: int, name: str) -> State:
         """The state of whatever stands at `name` in `dirfd`, its content stored."""
-        st = _lstat(dirfd, name)
+        st = lstat_or_none(dirfd, name)
         if st is None:
             return dict(ABSENT)
         if stat.S_ISLNK(st.st_mode):
@@ -192,13 +186,13 @@ class Capturer:
                         "mtime_ns": st.st_mtime_ns}
         known = self.idents.get(st)
         if not keep or st.st_size > self.max_file_size:
-            state.update(sha256=known.sha256 if known else fsops.sha256_fd(fd), kept=False)
+            state.update(sha256=known.sha256 if known else digest(fd)[0], kept=False)
             return state
         blobs = self.store.blobs
         sha = known.sha256 if known is not None else None
         if sha is None or not blobs.has(sha):
             if sha is None:
-                sha = fsops.sha256_fd(fd)
+                sha = digest(fd)[0]
                 self.idents.put(st, sha)
             if blobs.has(sha):
                 pass

@@ -5,7 +5,7 @@ A tool that changes files (phase 2: the fs core's mutating doors) drives one `Ch
     change = journal.begin(tool="write_file", root=root, connection=conn_id, client=client_name)
     try:
         change.before_file(loc.dirfd, loc.name, "notes/todo.txt")   # what stands there now, content stored
-        fsops.write_file(..., before_commit=change.ready)            # ready(): entry written, blobs durable
+        atomic.write_file(..., before_commit=change.ready)           # ready(): entry written, blobs durable
         change.commit(after={"notes/todo.txt": sha256_of_new_content})
     except BaseException:
         change.abandon()
@@ -23,7 +23,7 @@ A tool that changes files (phase 2: the fs core's mutating doors) drives one `Ch
   The handles must stay open until `commit` (it reads the after-states through them).
 * `ready()` must run after the declarations and before the change becomes visible: it writes the
   pending entry and makes the before-state blobs durable. For an atomic write pass it as
-  `fsops.write_file(before_commit=...)`; before an unlink, rename or mkdir, call it just before.
+  `fs.atomic.write_file(before_commit=...)`; before an unlink, rename or mkdir, call it just before.
 * `commit(after=...)` once the change is made; `after` maps a path to the sha256 of its new content
   when the tool knows it (write_file does); other paths are read through the handles. `abandon()` if
   the change failed: the entry (if `ready` wrote it) is marked not applied.
@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final, Protocol
 
+from rootbound.fs.handles import lstat_or_none
 from rootbound.journal import locks
 from rootbound.journal.capture import Capturer, Idents, digest_now
 from rootbound.journal.model import ABSENT, APPLIED, COMMAND, NOT_APPLIED, PENDING, RAN, Entry, PathRecord, new_id
@@ -302,10 +303,11 @@ class Change:
     def _remember(self, dirfd: int, name: str, sha: str) -> None:
         """The file just written has content `sha` and was fsynced: the next change of it need not re-read it."""
         try:
-            st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+            st = lstat_or_none(dirfd, name)
         except OSError:
             return
-        self.journal.idents.put(st, sha, synced=True)
+        if st is not None:
+            self.journal.idents.put(st, sha, synced=True)
 
     def abandon(self) -> None:
         """The change failed (or was never made): nothing is recorded as done."""

@@ -1,6 +1,6 @@
 """The per-root lock that makes the server's changes and an undo of the same root take turns, across processes.
 
-`fsops.target_lock` serialises one server's writes of one file, in-process only. The journal adds
+`fs.atomic.target_lock` serialises one server's writes of one file, in-process only. The journal adds
 an advisory `flock` on `<root's journal>/lock`, taken through a new open file description each time
 (flock belongs to the open file description, so two threads of one process exclude each other only
 that way):

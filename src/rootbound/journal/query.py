@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from rootbound.beneath import open_beneath
+from rootbound.fs.beneath import open_beneath
 from rootbound.journal.blobs import Damaged
 from rootbound.journal.diffs import Diff, diff
 from rootbound.journal.model import APPLIED, COMMAND, NOT_APPLIED, PENDING, Entry, PathRecord, paths_text

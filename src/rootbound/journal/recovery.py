@@ -7,12 +7,12 @@ change is not still going on in another server.
 
 Each path is compared with what the entry recorded: if every path still holds its before-state, the
 change never happened and the entry is marked **not applied**; otherwise it happened (in full, or as
-far as the tool got: moves across filesystems are finished by `rootbound.recovery` first, which the App
+far as the tool got: moves across filesystems are finished by `rootbound.fs.recovery` first, which the App
 runs before this) and is marked **applied**, with the path's current digest as its after-state, so an
 undo restores the before-state only if nothing changed it since.
 
-Run by `start()` below (the App, at start-up, after `rootbound.recovery.start`) and by the journal CLI.
-Also lifts in records from `rootbound.recovery` later (phase 3): both are keyed by the state directory.
+Run by `start()` below (the App, at start-up, after `rootbound.fs.recovery.start`) and by the journal CLI.
+Also lifts in records from `rootbound.fs.recovery` later (phase 3): both are keyed by the state directory.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import fcntl
 import os
 from collections.abc import Iterable
 
-from rootbound.beneath import EscapeError, open_beneath
+from rootbound.fs.beneath import EscapeError, open_beneath
 from rootbound.journal.capture import digest_now
 from rootbound.journal.change import Journal, RootRef
 from rootbound.journal.model import APPLIED, NOT_APPLIED, PENDING, Entry, digest_of

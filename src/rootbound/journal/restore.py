@@ -1,11 +1,11 @@
 """Putting a before-state back at a path, through directory handles beneath the root.
 
-Every path is resolved beneath the root's handle (`fsops.locate`, which uses `beneath.open_beneath`:
-openat2 RESOLVE_BENEATH, or the O_NOFOLLOW walk), the final entry never followed; missing parent
-folders are made beneath the root. Files are written with `fsops.write_file` (a new inode, fsynced,
+Every path is resolved beneath the root's handle (`fs.beneath.locate` / `locate_making`: openat2
+RESOLVE_BENEATH, or the O_NOFOLLOW walk), the final entry never followed; missing parent
+folders are made beneath the root. Files are written with `fs.atomic.write_file` (a new inode, fsynced,
 renamed over the name: readers see the old or the restored file, never a part), their mode and mtime as
 recorded; a blob whose content no longer matches its hash stops the write before anything is visible.
-Folders are rebuilt in a temporary folder beside the target (`fsops.temp_dir`, recorded for crash
+Folders are rebuilt in a temporary folder beside the target (`fs.trees.temp_dir`, recorded for crash
 recovery) and renamed into place.
 """
 
@@ -17,7 +17,10 @@ import os
 import stat
 from typing import Any, Final
 
-from rootbound import fsops
+from rootbound.fs import atomic, trees
+from rootbound.fs.beneath import Located, locate, locate_making
+from rootbound.fs.content import copy_fd, write_all
+from rootbound.fs.handles import lstat_or_none
 from rootbound.journal.blobs import Blobs
 from rootbound.journal.model import State
 
@@ -30,21 +33,23 @@ def split(rel: str) -> list[str]:
     return [p for p in rel.split("/") if p not in ("", ".")]
 
 
-def located(root_fd: int, rel: str, *, make_parents: bool = False) -> fsops.Located:
+def located(root_fd: int, rel: str, *, make_parents: bool = False) -> Located:
     """(parent handle, final name) of `rel` beneath the root; the final entry itself, not followed."""
     parts = split(rel)
     if not parts or parts[-1] == "..":
         raise ValueError(f"not a restorable path: {rel!r}")
-    return fsops.locate(root_fd, parts, follow=False, make_parents=make_parents)
+    if make_parents:
+        return locate_making(root_fd, parts, follow=False)
+    return locate(root_fd, parts, follow=False)
 
 
 def remove(dirfd: int, name: str) -> None:
     """Remove whatever stands at `name` (a folder with everything in it); nothing there is fine."""
-    st = fsops.lstat_or_none(dirfd, name)
+    st = lstat_or_none(dirfd, name)
     if st is None:
         return
     if stat.S_ISDIR(st.st_mode):
-        fsops.remove_tree(dirfd, name)
+        trees.remove_tree(dirfd, name)
     else:
         os.unlink(name, dir_fd=dirfd)
 
@@ -53,16 +58,16 @@ def _fill_from(blobs: Blobs, sha: str) -> Any:
     def fill(fd: int) -> int:
         total = 0
         for chunk in blobs.chunks(sha):  # raises Damaged at the end if the content is not `sha`'s
-            total += fsops.write_all(fd, chunk)
+            total += write_all(fd, chunk)
         return total
     return fill
 
 
 def _put_file(dirfd: int, name: str, blobs: Blobs, state: State) -> None:
-    st = fsops.lstat_or_none(dirfd, name)
+    st = lstat_or_none(dirfd, name)
     if st is not None and stat.S_ISDIR(st.st_mode):
-        fsops.remove_tree(dirfd, name)  # a forced undo: a folder stands where the file was
-    fsops.write_file(dirfd, name, _fill_from(blobs, state["sha256"]), replace=True, perms=state["mode"] & 0o7777)
+        trees.remove_tree(dirfd, name)  # a forced undo: a folder stands where the file was
+    atomic.write_file(dirfd, name, _fill_from(blobs, state["sha256"]), replace=True, perms=state["mode"] & 0o7777)
     _set_mtime(dirfd, name, state)
 
 
@@ -74,14 +79,11 @@ def _set_mtime(dirfd: int, name: str, state: State) -> None:
 
 
 def _put_symlink(dirfd: int, name: str, text: str) -> None:
-    st = fsops.lstat_or_none(dirfd, name)
+    st = lstat_or_none(dirfd, name)
     if st is not None and stat.S_ISDIR(st.st_mode):
-        fsops.remove_tree(dirfd, name)
-    tmp = fsops.temp_name()
-    from rootbound import recovery
-
-    with recovery.temp_entry(dirfd, tmp):
-        os.symlink(text, tmp, dir_fd=dirfd)
+        trees.remove_tree(dirfd, name)
+    with contextlib.ExitStack() as records:  # the temporary name is recorded for recovery before it exists
+        _, tmp = atomic.make_temp(dirfd, records, lambda tmp: os.symlink(text, tmp, dir_fd=dirfd))
         try:
             os.rename(tmp, name, src_dir_fd=dirfd, dst_dir_fd=dirfd)
         except BaseException:
@@ -105,7 +107,7 @@ def _build_tree(fd: int, blobs: Blobs, items: list[dict[str, Any]]) -> None:
                 dirs[item["rel"]] = sub
                 modes.append((sub, item["mode"]))
             elif kind == "file":
-                fsops.write_file(pfd, name, _fill_from(blobs, item["sha256"]), replace=False,
+                atomic.write_file(pfd, name, _fill_from(blobs, item["sha256"]), replace=False,
                                  perms=item["mode"] & 0o7777)
                 _set_mtime(pfd, name, item)
             elif kind == "symlink":
@@ -120,11 +122,11 @@ def _build_tree(fd: int, blobs: Blobs, items: list[dict[str, Any]]) -> None:
 
 
 def _put_tree(dirfd: int, name: str, blobs: Blobs, state: State) -> None:
-    with fsops.temp_dir(dirfd) as (tfd, tmp):
+    with trees.temp_dir(dirfd) as (tfd, tmp):
         _build_tree(tfd, blobs, state["items"])
         os.fchmod(tfd, state["mode"] & 0o7777)
         remove(dirfd, name)  # nothing there, but for a forced undo
-        fsops.rename_noreplace(dirfd, tmp, dirfd, name)
+        atomic.rename_noreplace(dirfd, tmp, dirfd, name)
 
 
 def put(dirfd: int, name: str, blobs: Blobs, state: State) -> None:
@@ -142,10 +144,10 @@ def put(dirfd: int, name: str, blobs: Blobs, state: State) -> None:
         raise ValueError(f"cannot restore a {kind}")
 
 
-def move_back(src: fsops.Located, dst: fsops.Located) -> None:
+def move_back(src: Located, dst: Located) -> None:
     """Move what stands at `dst` back to `src` (which must be free), across filesystems if need be."""
     try:
-        fsops.rename_noreplace(dst.dirfd, dst.name, src.dirfd, src.name)
+        atomic.rename_noreplace(dst.dirfd, dst.name, src.dirfd, src.name)
         return
     except OSError as exc:
         if exc.errno != errno.EXDEV:
@@ -156,17 +158,17 @@ def move_back(src: fsops.Located, dst: fsops.Located) -> None:
     elif stat.S_ISDIR(st.st_mode):
         sfd = os.open(dst.name, _DIR, dir_fd=dst.dirfd)
         try:
-            with fsops.temp_dir(src.dirfd) as (tfd, tmp):
-                stats = fsops.CopyStats()
-                fsops.copy_tree(sfd, tfd, stats, check=lambda rel: None, link_ok=lambda rel, text: True)
+            with trees.temp_dir(src.dirfd) as (tfd, tmp):
+                stats = trees.CopyStats()
+                trees.copy_tree(sfd, tfd, stats, check=lambda rel: None, link_ok=lambda rel, text: True)
                 os.fchmod(tfd, stat.S_IMODE(st.st_mode))
-                fsops.rename_noreplace(src.dirfd, tmp, src.dirfd, src.name)
+                atomic.rename_noreplace(src.dirfd, tmp, src.dirfd, src.name)
         finally:
             os.close(sfd)
     else:
         fd = os.open(dst.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dst.dirfd)
         try:
-            fsops.write_file(src.dirfd, src.name, lambda out: fsops.copy_fd(fd, out), replace=False,
+            atomic.write_file(src.dirfd, src.name, lambda out: copy_fd(fd, out), replace=False,
                              perms=stat.S_IMODE(st.st_mode))
         finally:
             os.close(fd)

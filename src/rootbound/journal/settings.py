@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from rootbound import recovery
+from rootbound.fs import recovery
 
 __all__ = ["DEFAULT_MAX_AGE", "DEFAULT_MAX_BYTES", "DEFAULT_MAX_FILE_SIZE", "Settings", "inside", "parse_duration",
            "resolve"]

@@ -26,8 +26,7 @@ import contextlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from rootbound import fsops
-from rootbound.beneath import EscapeError
+from rootbound.fs.beneath import EscapeError, Located
 from rootbound.journal import locks
 from rootbound.journal.blobs import Damaged
 from rootbound.journal.change import Change, Journal, _Root
@@ -252,7 +251,7 @@ def _perform(journal: Journal, steps: list[_Step], partial: set[str], root_fds: 
     first = steps[0].paths[0]
     change = journal.begin(tool="undo", root=_Root(first.root, first.root_path), connection=connection,
                            client=client, locked=True)
-    locs: dict[tuple[str, str], fsops.Located] = {}
+    locs: dict[tuple[str, str], Located] = {}
     try:
         usable = []
         for step in steps:
@@ -289,7 +288,7 @@ def _perform(journal: Journal, steps: list[_Step], partial: set[str], root_fds: 
             loc.close()
 
 
-def _locate_all(step: _Step, locs: dict[tuple[str, str], fsops.Located], root_fds: Mapping[str, int],
+def _locate_all(step: _Step, locs: dict[tuple[str, str], Located], root_fds: Mapping[str, int],
                 change: Change) -> str | None:
     """Open the parent of each path of a step beneath its root, and capture its current state into the undo's
     own entry; the reason if a path cannot be reached."""
@@ -312,7 +311,7 @@ def _locate_all(step: _Step, locs: dict[tuple[str, str], fsops.Located], root_fd
     return None
 
 
-def _act(step: _Step, locs: dict[tuple[str, str], fsops.Located], root_fds: Mapping[str, int]) -> Outcome:
+def _act(step: _Step, locs: dict[tuple[str, str], Located], root_fds: Mapping[str, int]) -> Outcome:
     shown = " -> ".join(_shown(p) for p in step.paths)
     action = _action(step)
     for p, expected in zip(step.paths, step.expect, strict=True):

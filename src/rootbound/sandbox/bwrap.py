@@ -131,7 +131,7 @@ def build(layout: Layout, work_areas: Sequence[Bind], guards: Guards, *, cwd_pat
     inside_private = [p for p in layout.read_paths if any(is_under(p, d) for d in (TMP, *_NO_DIR))]
     _ro([p for p in layout.read_paths if p not in inside_private], argv)
     argv += ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", TMP]
-    roots = [Bind(r.fd, r.real_path, layout.is_writable(r)) for r in layout.roots]
+    roots = [Bind(r.handle(), r.real_path, layout.is_writable(r)) for r in layout.roots]
     visible = [*layout.read_paths, *(r.real_path for r in layout.roots), *layout.work_areas, *layout.write_paths,
                "/dev", "/proc"]
     needed: list[str] = []

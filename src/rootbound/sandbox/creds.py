@@ -11,6 +11,8 @@ from __future__ import annotations
 import ctypes
 import os
 
+from rootbound.libc import libc
+
 TYPE_CHECKING = False  # see landlock.py: the launcher must not import typing
 if TYPE_CHECKING:
     from typing import Final
@@ -23,11 +25,8 @@ _PR_CAP_AMBIENT: Final = 47
 _PR_CAP_AMBIENT_CLEAR_ALL: Final = 4
 _CAP_VERSION_3: Final = 0x20080522
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_syscall = _libc.syscall
-_syscall.restype = ctypes.c_long
-_prctl = _libc.prctl
-_prctl.restype = ctypes.c_int
+_syscall = libc.syscall
+_prctl = libc.prctl
 
 
 class RunAs:

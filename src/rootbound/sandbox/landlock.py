@@ -28,6 +28,8 @@ import errno
 import os
 import stat
 
+from rootbound.libc import libc
+
 TYPE_CHECKING = False  # not `from typing import ...`: importing typing costs the launcher about 8 ms
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -91,11 +93,8 @@ class _PathBeneathAttr(ctypes.Structure):
     _fields_ = (("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32))
 
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_syscall = _libc.syscall
-_syscall.restype = ctypes.c_long
-_prctl = _libc.prctl
-_prctl.restype = ctypes.c_int
+_syscall = libc.syscall
+_prctl = libc.prctl
 
 
 def _call(number: int, *args: object) -> int:

@@ -200,8 +200,8 @@ class LandlockLauncher(_Base):
             rules = [landlock.Rule(landlock.FS_READ, path=p) for p in (*where.read_paths, *where.programs)]
             rules += [landlock.Rule(landlock.FS_READ, path="/proc"), landlock.Rule(landlock.READ_DIR, path="/dev")]
             rules += [landlock.Rule(landlock.FS_DEVICE, path=p) for p in DEVICES]
-            rules += [landlock.Rule(landlock.FS_READ, fd=r.fd) for r in where.readonly]
-            rules += [landlock.Rule(landlock.FS_WRITE, fd=r.fd) for r in where.writable]
+            rules += [landlock.Rule(landlock.FS_READ, fd=r.handle()) for r in where.readonly]
+            rules += [landlock.Rule(landlock.FS_WRITE, fd=r.handle()) for r in where.writable]
             rules += [landlock.Rule(landlock.FS_WRITE, path=p) for p in (*where.write_paths, base)]
             areas = _open_areas(where.work_areas)
             rules += [landlock.Rule(landlock.FS_WRITE, fd=a.fd) for a in areas]
@@ -323,7 +323,7 @@ class BwrapLauncher(_Base):
         areas: list[Bind] = []
         info = os.pipe()  # bubblewrap writes its sandbox's PID 1 here: the sweep waits for it to be gone
         try:
-            ids = {r.real_path: _identity(r.fd) for r in where.roots}
+            ids = {r.real_path: _identity(r.handle()) for r in where.roots}
             for root in where.writable:
                 others = {i for path, i in ids.items() if path != root.real_path}
                 guard_root(root, self.config.protected_paths, guards, stop=others)

@@ -22,10 +22,11 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from rootbound.catalogue import WRITING_TOOLS
 from rootbound.config import CommandsConfig
 from rootbound.execution.launch import Launch
 from rootbound.execution.policy import policy_for
-from rootbound.roots import Root
+from rootbound.fs import Root
 
 __all__ = ["DEVICES", "SYSTEM_PATHS", "WRITING_TOOLS", "Layout", "is_under", "layout", "work_areas"]
 
@@ -33,8 +34,6 @@ __all__ = ["DEVICES", "SYSTEM_PATHS", "WRITING_TOOLS", "Layout", "is_under", "la
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/sys",
                 "/nix/store", "/gnu/store")
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
-WRITING_TOOLS = frozenset({"write_file", "patch_file", "edit_file", "remove_file", "create_folder", "remove_folder",
-                           "copy", "move"})
 
 
 def is_under(path: str, base: str) -> bool:

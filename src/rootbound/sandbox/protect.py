@@ -38,7 +38,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from rootbound.errors import Denied
-from rootbound.roots import Root, display_path
+from rootbound.fs import Root, display_path
 
 __all__ = ["GIT_ENTRIES", "Bind", "GuardError", "Guards", "guard_root", "unenforced_rules"]
 
@@ -71,7 +71,7 @@ class Guards:
 
     def note_missing(self, root: Root, parts: tuple[str, ...], existed: int) -> None:
         if root.real_path not in self.handles:
-            self.handles[root.real_path] = os.dup(root.fd)
+            self.handles[root.real_path] = os.dup(root.handle())
         self.missing.append((root, parts, existed))
 
     def add(self, bind: Bind) -> int:
@@ -175,17 +175,17 @@ def guard_root(root: Root, rules: Sequence[str], guards: Guards, *, stop: Collec
     """
     if _open_git(root, guards):
         for name in GIT_ENTRIES:
-            _walk(root, guards, root.fd, (), [".git", name], stop)
+            _walk(root, guards, root.handle(), (), [".git", name], stop)
     for rule in rules:
         comps = _components(rule)
         if comps is not None:
-            _walk(root, guards, root.fd, (), comps, stop)
+            _walk(root, guards, root.handle(), (), comps, stop)
 
 
 def _open_git(root: Root, guards: Guards) -> bool:
     """True when `.git` is a directory to look into. A missing one is recorded (removed whole if a command makes
     one), anything else frozen (a worktree's `.git` file), a symlink refused."""
-    found = _open(root.fd, ".git")
+    found = _open(root.handle(), ".git")
     if found is None:
         guards.note_missing(root, (".git",), 0)
         return False

@@ -53,6 +53,8 @@ import ctypes
 import errno
 import os
 
+from rootbound.libc import libc
+
 TYPE_CHECKING = False  # see landlock.py: the launcher must not import typing
 if TYPE_CHECKING:
     from typing import Final
@@ -198,9 +200,7 @@ def _program(table: dict[int, dict[str, tuple[int, ...]]], *, sockets: bool, met
     return [(c, jump(i, jt), jump(i, jf), k) for i, (c, jt, jf, k) in enumerate(code)]
 
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_prctl = _libc.prctl
-_prctl.restype = ctypes.c_int
+_prctl = libc.prctl
 # Built once per set of options and kept (the kernel copies the program; the array must only outlive the call).
 _BUILT: dict[tuple[bool, bool, bool], tuple[_Prog, object]] = {}
 

@@ -3,8 +3,9 @@
 A tool module declares `ToolSpec`s: an argument model (its JSON schema is the
 tool's `inputSchema`; unknown arguments are refused), a result model (its
 `outputSchema`), annotations, and a handler. Handlers stay thin: arguments in,
-`Root` calls, a result model out. They raise `ToolError` for anything the agent
-should read; `call_tool` turns that into an `isError` result.
+`Root` calls, a result model out. They raise `Failure`s (data, worded by
+`messages.py`) or `ToolError`s for anything the agent should read; `call_tool`
+turns either into an `isError` result.
 """
 
 from __future__ import annotations
@@ -23,15 +24,17 @@ import anyio.to_thread
 from mcp.types import CallToolResult, TextContent, Tool, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rootbound.bounds import CallBound, bounded
+from rootbound.catalogue import RUNS
 from rootbound.config import Config
-from rootbound.errors import ToolError
+from rootbound.errors import Kind, ToolError
 from rootbound.execution.spill import SpillArea
+from rootbound.fs import RootSet
+from rootbound.fs.bounds import CallBound, bounded
 from rootbound.logs import VALUE_LIMIT, log, log_tool_call, shorten
-from rootbound.roots import RootSet
+from rootbound.tools import messages
 
-__all__ = ["Args", "CallContext", "Caller", "RelPath", "RootName", "ToolOutput", "ToolSpec", "Work", "Workers",
-           "call_tool", "iso_time", "read_only", "writes"]
+__all__ = ["Args", "CallContext", "Caller", "PathArgs", "RelPath", "RootName", "ToolOutput", "ToolSpec", "Work",
+           "Workers", "call_tool", "iso_time", "read_only", "writes"]
 
 RootName = Annotated[str, Field(description="Name of the root to work in; list_roots shows the roots and "
                                             "which tools each allows.")]
@@ -68,12 +71,17 @@ class Args(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class PathArgs(Args):
+    """The arguments of a tool that takes one path in a root."""
+
+    root: RootName
+    path: RelPath
+
+
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
-# What a call costs, deciding where it runs:
-# inline - no blocking work at all (list_roots): on the event loop, no thread hop;
-# quick  - a few system calls on one file or folder (stat, a bounded read, a write);
-# heavy  - work that grows with a file's or a tree's size (hash, copy, grep, line scans).
+# Where a sync call runs (`catalogue.Runs` says which tool runs how): inline on the event loop, or in a quick or
+# a heavy worker thread.
 Work = Literal["inline", "quick", "heavy"]
 
 QUICK_THREADS = 32
@@ -145,8 +153,8 @@ class ToolSpec:
     result: type[BaseModel]
     annotations: ToolAnnotations
     handler: Handler
-    # Where a sync handler runs (see `Work`); a function of the arguments when they decide it.
-    work: Work | Callable[[Any], Work] = "quick"
+    # For a tool the catalogue says runs `by_arguments`: which kind of work these arguments make.
+    work: Callable[[Any], Work] | None = None
     # False: the tool bounds its own running time (grep and glob: timeout_seconds, with partial results)
     # instead of failing at the server's file_timeout.
     file_timeout: bool = True
@@ -189,7 +197,7 @@ def _describe_validation(tool: str, exc: ValidationError) -> str:
                 problems.append(f"unknown parameter {field!r}")
             case _:
                 problems.append(f"{field}: {err['msg'].removeprefix('Value error, ')}")
-    return f"invalid arguments for {tool}: " + "; ".join(problems)
+    return messages.text(Kind.INVALID_ARGUMENTS, tool=tool, problems="; ".join(problems))
 
 
 def _error(message: str) -> CallToolResult:
@@ -236,7 +244,7 @@ async def call_tool(spec: ToolSpec, ctx: CallContext, arguments: dict[str, Any] 
     outcome, error = "ok", None
     try:
         args = spec.args.model_validate(arguments)
-        work = spec.work(args) if callable(spec.work) else spec.work
+        work = _work(spec, args)
         if inspect.iscoroutinefunction(spec.handler):
             result = _shape(await spec.handler(ctx, args))
         elif work == "inline":
@@ -261,10 +269,18 @@ async def call_tool(spec: ToolSpec, ctx: CallContext, arguments: dict[str, Any] 
     except Exception:
         log.exception("tool %s failed", spec.name, extra={"tool": spec.name, "root": root, "path": path})
         outcome, error = "crash", "internal error"
-        result = _error(f"internal error in {spec.name}; the server log has the details")
+        result = _error(messages.text(Kind.INTERNAL, tool=spec.name))
     size = sum(len(c.text) for c in result.content if isinstance(c, TextContent))
     log_tool_call(spec.name, root, path, outcome, (time.perf_counter() - start) * 1000, size, error)
     return result
+
+
+def _work(spec: ToolSpec, args: Args) -> Work:
+    runs = RUNS[spec.name]
+    if runs == "by_arguments":
+        assert spec.work is not None, f"{spec.name} runs by its arguments but has no work chooser"
+        return spec.work(args)
+    return "quick" if runs == "async" else runs
 
 
 async def _in_worker(spec: ToolSpec, ctx: CallContext, args: Args, work: Work, where: str | None) -> CallToolResult:
@@ -293,7 +309,7 @@ async def _slot(limiters: tuple[anyio.CapacityLimiter, ...], bound: CallBound) -
                 await limiter.acquire()
                 held.append(limiter)
         if waited.cancelled_caught:
-            raise bound.busy_error()
+            raise bound.stopped(Kind.BUSY)
         yield
     finally:
         for limiter in reversed(held):

@@ -7,26 +7,16 @@ guard, under the target lock, `expected_sha256` checked, atomic replacement.
 
 from __future__ import annotations
 
-import stat
 from typing import Annotated, Any
 
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
-from rootbound import editing, fsops
-from rootbound.errors import ToolError
-from rootbound.roots import display_path, split_path
+from rootbound import editing
+from rootbound.errors import Failure, Kind, PathError, ToolError
+from rootbound.fs import display_path, split_path
 from rootbound.tools.base import Args, CallContext, ToolOutput, ToolSpec
-from rootbound.tools.targets import (
-    Guard,
-    check_expected,
-    keep_owner,
-    read_current,
-    regular_or_none,
-    resolve,
-    sha256,
-    unchanged_since,
-)
+from rootbound.tools.writing import changing_file, check_expected, check_file_path, sha256
 
 __all__ = ["TOOLS"]
 
@@ -96,13 +86,12 @@ def _edits(args: EditFileArgs) -> list[editing.Edit]:
     single = args.old_string is not None or args.new_string is not None
     if args.edits is not None:
         if single or args.replace_all:
-            raise ToolError("give either old_string and new_string (with replace_all), or edits, not both")
+            raise Failure(Kind.EDIT_BOTH_FORMS)
         if not args.edits:
-            raise ToolError("edits is empty; give at least one {old_string, new_string}")
+            raise Failure(Kind.EDITS_EMPTY)
         return [editing.Edit(e.old_string, e.new_string, e.replace_all) for e in args.edits]
     if args.old_string is None or args.new_string is None:
-        missing = "old_string" if args.old_string is None else "new_string"
-        raise ToolError(f"{missing} is required (or give edits: a list of {{old_string, new_string}})")
+        raise Failure(Kind.EDIT_MISSING, missing="old_string" if args.old_string is None else "new_string")
     return [editing.Edit(args.old_string, args.new_string, args.replace_all)]
 
 
@@ -110,43 +99,28 @@ def _text(data: bytes, path: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise ToolError(f"{path} is not UTF-8 text; edit_file changes text only (use write_file with "
-                        "encoding=base64 for binary files)") from None
+        raise PathError("edit", path, Kind.EDIT_NOT_UTF8) from None
 
 
 def edit_file(ctx: CallContext, args: EditFileArgs) -> ToolOutput:
     root = ctx.roots.get_for(args.root, "edit_file")
     edits = _edits(args)
     path = args.path
-    if root.is_root(path):
-        raise ToolError(f"path is the root directory, not a file: {path!r}; give the path of the file to edit")
-    if path.endswith("/"):
-        raise ToolError(f"invalid path: a file path must not end with '/': {path}")
+    check_file_path(root, path, "edit")
     shown = display_path(split_path(path))
     creates = edits[0].old == ""  # only then may the file (and its folders) be missing
-    with resolve(ctx, root, path, make_parents=creates, guard=Guard(ctx)) as (loc, _):
-        if loc.name == ".":
-            raise ToolError(f"path is a directory, not a file: {path}")
-        with fsops.target_lock(loc.dirfd, loc.name):
-            st = regular_or_none(loc, path)
-            if st is None and not creates:
-                raise ToolError(f"file not found: {path} (to create a file, give an empty old_string, or use "
-                                "write_file)")
-            data, st = read_current(loc, MAX_EDIT_SIZE, path) if st else (b"", None)
-            check_expected(args.expected_sha256, sha256(data) if st else None, path)
-            try:
-                done = editing.apply(_text(data, path), edits, shown)
-            except editing.EditError as exc:
-                raise ToolError(str(exc)) from None
-            new = done.text.encode("utf-8")
-            try:
-                fsops.write_file(
-                    loc.dirfd, loc.name, lambda fd: fsops.write_all(fd, new), replace=st is not None,
-                    perms=stat.S_IMODE(st.st_mode) if st else fsops.NEW_FILE_MODE,
-                    owner=keep_owner(st), before_commit=lambda: unchanged_since(loc, st, path))
-            except FileExistsError:
-                raise ToolError(f"{path} was created by someone else while this call ran; nothing was "
-                                "changed, try again") from None
+    with changing_file(ctx, root, path, "edit", make_parents=creates) as target:
+        st = target.regular()
+        if st is None and not creates:
+            raise PathError("edit", path, Kind.EDIT_NO_FILE)
+        data, st = target.read(MAX_EDIT_SIZE) if st else (b"", None)
+        check_expected(args.expected_sha256, sha256(data) if st else None, path)
+        try:
+            done = editing.apply(_text(data, path), edits, shown)
+        except editing.EditError as exc:
+            raise ToolError(str(exc)) from None
+        new = done.text.encode("utf-8")
+        target.write_atomic(new, like=st, replace=st is not None, before_commit=lambda: target.unchanged_since(st))
     result = EditFileResult(path=shown, replacements=done.replacements, first_changed_line=done.first_changed_line,
                             size=len(new), created=st is None, sha256=sha256(new))
     n = done.replacements

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import base64
 import grp
-import hashlib
-import os
 import pwd
 import stat
 from typing import Annotated, Literal, NotRequired
@@ -13,17 +11,13 @@ from typing import Annotated, Literal, NotRequired
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
-from rootbound.bounds import checkpoint
-from rootbound.errors import ToolError
-from rootbound.fsops import is_temp_name
-from rootbound.roots import FILE_TOOLS, Root, display_path, file_type, split_path
-from rootbound.tools.base import Args, CallContext, RelPath, RootName, ToolSpec, Work, iso_time, read_only
+from rootbound.catalogue import FILE_TOOLS
+from rootbound.errors import Failure, Kind
+from rootbound.fs import Kinds, content, display_path, file_type, split_path
+from rootbound.tools.base import Args, CallContext, PathArgs, RelPath, RootName, ToolSpec, Work, iso_time, read_only
 
 __all__ = ["TOOLS"]
 
-_CHUNK = 64 * 1024
-_BINARY_SNIFF = 8192  # seed FR-005: a NUL in the first 8 KiB means binary
-_SCAN = 1024 * 1024  # counting and skipping lines: big reads, newlines counted in C
 
 
 def printable(name: str) -> str:
@@ -63,11 +57,6 @@ def list_roots(ctx: CallContext, _: NoArgs) -> ListRootsResult:
 # -- list_folder ----------------------------------------------------------------------------------
 
 
-class PathArgs(Args):
-    root: RootName
-    path: RelPath
-
-
 class Entry(TypedDict):
     name: str
     type: str
@@ -98,53 +87,20 @@ class ListFolderResult(BaseModel):
     truncated: bool = Field(description="True when entries follow this page (read on with offset).")
 
 
-def _entry_target(root: Root, dir_parts: list[str], name: str) -> str:
-    st = root.target_stat([*dir_parts, name])
-    if st is None:
-        # Outside the root, dangling or a loop: either way not reachable through this root.
-        return "external"
-    return file_type(st.st_mode)
-
-
-def _names(fd: int) -> list[str]:
-    names: list[str] = []
-    with os.scandir(fd) as it:
-        for de in it:
-            if is_temp_name(de.name):
-                continue  # removed at the next start if a kill left it
-            names.append(de.name)
-            if len(names) & 4095 == 0:
-                checkpoint()
-    return names
-
-
 def list_folder(ctx: CallContext, args: ListFolderArgs) -> ListFolderResult:
     root = ctx.roots.get_for(args.root, "list_folder")
-    parts = split_path(args.path)
-    fd = root.open_dir(args.path)
+    total, page = root.read_folder(args.path, args.offset, args.offset + args.limit)
     entries: list[Entry] = []
-    try:
-        # All the names, to sort and count them; only the page's entries are stat'ed and returned
-        # (a 100k-entry folder took 79 s and 28 MB when every entry was).
-        names = _names(fd)  # without our temp names: a write in progress, or one a kill left
-        names.sort()
-        page = names[args.offset:args.offset + args.limit]
-        for name in page:
-            try:
-                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            except FileNotFoundError:
-                continue  # removed while we listed
-            kind = file_type(st.st_mode)
-            entry: Entry = {"name": printable(name), "type": kind, "size": st.st_size,
-                            "modified_at": iso_time(st.st_mtime)}
-            if kind == "symlink":
-                entry["target_type"] = _entry_target(root, parts, name)
-            entries.append(entry)
-    finally:
-        os.close(fd)
+    for name, st, target in page:
+        kind = file_type(st.st_mode)
+        entry: Entry = {"name": printable(name), "type": kind, "size": st.st_size, "modified_at": iso_time(st.st_mtime)}
+        if kind == "symlink":
+            # Outside the root, dangling or a loop: either way not reachable through this root.
+            entry["target_type"] = "external" if target is None else file_type(target.st_mode)
+        entries.append(entry)
     # Built from plain dicts on purpose: per-entry validation would dominate a 10,000-entry listing.
-    return ListFolderResult.model_construct(path=display_path(parts), entries=entries, count=len(entries),
-                                            total=len(names), truncated=args.offset + len(page) < len(names))
+    return ListFolderResult.model_construct(path=display_path(split_path(args.path)), entries=entries,
+                                            count=len(entries), total=total, truncated=args.offset + args.limit < total)
 
 
 # -- read_file ------------------------------------------------------------------------------------
@@ -180,65 +136,11 @@ def _human(n: int) -> str:
     raise AssertionError("unreachable")
 
 
-def _count_lines(fd: int, size: int) -> int:
-    lines, last, offset = 0, b"", 0
-    while offset < size:
-        checkpoint()
-        chunk = os.pread(fd, _SCAN, offset)
-        if not chunk:
-            break
-        lines += chunk.count(b"\n")
-        last = chunk[-1:]
-        offset += len(chunk)
-    return lines + (1 if last and last != b"\n" else 0)
-
-
 def _encode(data: bytes) -> tuple[str, Literal["utf-8", "base64"]]:
     try:
         return data.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
         return base64.b64encode(data).decode("ascii"), "base64"
-
-
-def _nth_newline(data: bytes, n: int) -> int:
-    """Index of the `n`-th (1-based) newline in `data`; the caller knows there are at least `n`."""
-    pos, block = 0, _CHUNK
-    while (here := data.count(b"\n", pos, pos + block)) < n:  # count in C, block by block
-        n -= here
-        pos += block
-    pos -= 1
-    for _ in range(n):  # a Python loop over one block at most
-        pos = data.index(b"\n", pos + 1)
-    return pos
-
-
-def _line_start(fd: int, first: int) -> int | None:
-    """Byte offset where line `first` (1-based) begins, or None when the file has fewer lines."""
-    offset, skip = 0, first - 1
-    while skip:
-        checkpoint()
-        chunk = os.pread(fd, _SCAN, offset)
-        if not chunk:
-            return None
-        found = chunk.count(b"\n")
-        if found >= skip:
-            return offset + _nth_newline(chunk, skip) + 1
-        skip -= found
-        offset += len(chunk)
-    return offset
-
-
-def _read_lines(fd: int, first: int, limit: int | None, cap: int) -> tuple[bytes, bool]:
-    """Lines `first`.. (1-based), at most `limit` lines and `cap` bytes; returns (data, more follows)."""
-    start = _line_start(fd, first)
-    if start is None:
-        return b"", False
-    window = os.pread(fd, cap + 1, start)  # one byte past the cap tells whether more follows
-    # Whole lines only: cut after the last newline that fits (nothing when the first line alone is too long).
-    end = len(window) if len(window) <= cap else window.rfind(b"\n", 0, cap) + 1
-    if limit is not None and window.count(b"\n", 0, end) >= limit:
-        end = _nth_newline(window, limit) + 1 if limit else 0
-    return window[:end], end < len(window)
 
 
 def _read_work(args: ReadFileArgs) -> Work:
@@ -251,43 +153,38 @@ def read_file(ctx: CallContext, args: ReadFileArgs) -> ReadFileResult:
     by_bytes = args.offset_bytes is not None or args.limit_bytes is not None
     by_lines = args.offset_lines is not None or args.limit_lines is not None
     if by_bytes and by_lines:
-        raise ToolError("byte and line parameters are mutually exclusive: use offset_bytes/limit_bytes "
-                        "or offset_lines/limit_lines, not both")
+        raise Failure(Kind.BYTES_AND_LINES)
     cap = ctx.config.max_full_read_size
-    fd, st = root.open_file(args.path)
-    try:
-        size = st.st_size
-        binary = b"\x00" in os.pread(fd, _BINARY_SNIFF, 0)
+    with root.open(args.path, Kinds.FILE) as file:
+        fd, size = file.fd, file.st.st_size
+        binary = content.looks_binary(file.read_at(content.SNIFF, 0))
         lines_total: int | None = None
         note = None
         if by_bytes:
             offset = args.offset_bytes or 0
             want = cap if args.limit_bytes is None else min(args.limit_bytes, cap)
-            data = os.pread(fd, want, offset) if offset < size else b""
+            data = file.read_at(want, offset) if offset < size else b""
             truncated = offset + len(data) < size
             if args.limit_bytes is not None and args.limit_bytes > cap and truncated:
                 note = f"limit_bytes capped at max_full_read_size ({cap} bytes)"
         elif by_lines:
             first = args.offset_lines or 1
-            data, truncated = _read_lines(fd, first, args.limit_lines, cap)
-            lines_total = _count_lines(fd, size)
+            data, truncated = content.read_lines(fd, first, args.limit_lines, cap)
+            lines_total = content.count_lines(fd, size)
             if first > lines_total:
                 note = f"offset_lines {first} is past the end of the file ({lines_total} lines)"
             elif truncated and (args.limit_lines is None or data.count(b"\n") < args.limit_lines):
                 note = f"stopped at max_full_read_size ({cap} bytes); read on with a larger offset_lines"
         else:
             if size > cap:
-                raise ToolError(f"file too large for full read (size: {_human(size)}, limit: {_human(cap)}); "
-                                "use offset/limit parameters")
-            data = os.pread(fd, cap + 1, 0)
+                raise Failure(Kind.TOO_LARGE_TO_READ, size=_human(size), limit=_human(cap))
+            data = file.read_at(cap + 1, 0)
             if len(data) > cap:  # grew since fstat
-                raise ToolError(f"file too large for full read (limit: {_human(cap)}); use offset/limit parameters")
+                raise Failure(Kind.GREW_TOO_LARGE_TO_READ, limit=_human(cap))
             truncated = False
             lines_total = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
-    finally:
-        os.close(fd)
-    content, encoding = _encode(data)
-    return ReadFileResult(path=display_path(split_path(args.path)), content=content, encoding=encoding, size=size,
+    text, encoding = _encode(data)
+    return ReadFileResult(path=display_path(split_path(args.path)), content=text, encoding=encoding, size=size,
                           lines_total=lines_total, truncated=truncated, binary=binary, note=note)
 
 
@@ -319,7 +216,7 @@ def stat_file(ctx: CallContext, args: PathArgs) -> StatResult:
     st = root.lstat(args.path)
     target = None
     if stat.S_ISLNK(st.st_mode):
-        tst = root.target_stat(parts)
+        tst = root.link_target(args.path)
         target = TargetInfo(type="external") if tst is None else TargetInfo(
             type=file_type(tst.st_mode), size=tst.st_size, modified_at=iso_time(tst.st_mtime))
     return StatResult(
@@ -356,26 +253,10 @@ def hash_file(ctx: CallContext, args: HashArgs) -> HashResult:
     root = ctx.roots.get_for(args.root, "hash_file")
     algorithm = args.algorithm.lower()
     if algorithm not in HASH_ALGORITHMS:
-        raise ToolError(f"unsupported hash algorithm: {args.algorithm}; supported: {', '.join(HASH_ALGORITHMS)}")
-    fd, _ = root.open_file(args.path)
-    digest = hashlib.new(algorithm)
-    buf = bytearray(_SCAN)
-    view = memoryview(buf)
-    size = 0
-    try:
-        # One reused 1 MiB buffer: memory stays flat whatever the file's size (seed NFR-003); between
-        # chunks, the call's time bound and the client's cancellation are checked.
-        while True:
-            checkpoint()
-            n = os.readv(fd, [buf])
-            if not n:
-                break
-            digest.update(view[:n])
-            size += n
-    finally:
-        os.close(fd)
-    return HashResult(path=display_path(split_path(args.path)), algorithm=algorithm, hash=digest.hexdigest(),
-                      size=size)
+        raise Failure(Kind.UNSUPPORTED_HASH, algorithm=args.algorithm, supported=", ".join(HASH_ALGORITHMS))
+    with root.open(args.path, Kinds.FILE) as file:
+        digest, size = content.digest(file.fd, algorithm)
+    return HashResult(path=display_path(split_path(args.path)), algorithm=algorithm, hash=digest, size=size)
 
 
 # -- permissions_file -----------------------------------------------------------------------------
@@ -417,7 +298,7 @@ TOOLS = [
         "List the roots (named directories) this server lets you work in, and the file tools each root "
         "allows. Call this first: every other file tool takes a `root` name from this list and a path "
         "relative to that root. Host paths are never shown.",
-        NoArgs, ListRootsResult, read_only("List roots"), list_roots, work="inline"),
+        NoArgs, ListRootsResult, read_only("List roots"), list_roots),
     ToolSpec(
         "list_folder", "List a folder",
         "List the immediate entries of a directory in a root, sorted by name: each with name, type "
@@ -445,7 +326,7 @@ TOOLS = [
         "hash_file", "Hash a file",
         "Compute the md5, sha1 or sha256 (default) hex digest of a file in a root, streaming it, so any "
         "size works. Useful to check whether a file changed, or whether two files are identical.",
-        HashArgs, HashResult, read_only("Hash a file"), hash_file, work="heavy"),
+        HashArgs, HashResult, read_only("Hash a file"), hash_file),
     ToolSpec(
         "permissions_file", "File permissions",
         "Owner, group and permission bits of a file, directory or symlink in a root: mode as octal "

@@ -25,14 +25,13 @@ from typing_extensions import TypedDict
 from wcmatch import fnmatch as wc_fnmatch
 from wcmatch import glob as wc_glob
 
-from rootbound import bounds
 from rootbound.errors import ToolError
 from rootbound.fanout import BATCH, FileRows, Helper, HelperGone, HitRow, Job, found_rows, make_scanner, search_batch
-from rootbound.roots import Root, display_path, file_type, split_path
+from rootbound.fs import Kinds, Root, bounds, display_path, file_type, split_path
+from rootbound.fs.trees import FILE, OTHER, Entry, walk
 from rootbound.searching import CUT, LINE_CAP, LineSearch, PatternError, compile_regex, finder
 from rootbound.tools.base import Args, CallContext, RootName, ToolSpec, iso_time, read_only
 from rootbound.tools.reading import printable
-from rootbound.walking import FILE, OTHER, Entry, walk
 
 __all__ = ["TOOLS"]
 
@@ -84,31 +83,13 @@ def _clock(seconds: float) -> _Clock:
 def _start_dir(root: Root, path: str) -> tuple[int, os.stat_result, str]:
     """Open `path` (in-root symlinks followed, outside ones refused); return it with its display prefix.
 
-    It is looked at through an O_PATH handle first and opened for reading only if it is a
-    directory or a regular file: opening a device can have effects of its own (a tty becomes
-    the controlling terminal, a tape rewinds), and opening a FIFO wakes a writer waiting on it.
-    Anything else comes back as that O_PATH handle, for the caller to refuse by its `st`.
+    Opened for reading only if it is a directory or a regular file (`Root.open`): opening a device
+    can have effects of its own, and opening a FIFO wakes a writer waiting on it. Anything else comes
+    back as an O_PATH handle, for the caller to refuse by its `st`.
     """
-    probe = root.open(path, os.O_PATH)
-    try:
-        st = os.fstat(probe)
-        if stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode):
-            try:  # the same inode the probe holds, not the path again
-                fd = os.open(f"/proc/self/fd/{probe}", os.O_RDONLY | os.O_CLOEXEC)
-            except FileNotFoundError:  # no /proc: open the path again and make sure it is the same file
-                fd = root.open(path, os.O_RDONLY | os.O_NONBLOCK)
-                if not os.path.samestat(os.fstat(fd), st):
-                    os.close(fd)
-                    raise ToolError(f"{path} changed while being opened; try again") from None
-            except OSError as exc:
-                raise root.os_error(exc, path) from None
-            os.close(probe)
-            probe = fd
-    except BaseException:
-        os.close(probe)
-        raise
+    opened = root.open(path, Kinds.FILE | Kinds.DIRECTORY | Kinds.OTHER)
     parts = split_path(path)
-    return probe, st, "/".join(parts) + "/" if parts else ""
+    return opened.fd, opened.st, "/".join(parts) + "/" if parts else ""
 
 
 # -- grep -----------------------------------------------------------------------------------------
@@ -464,7 +445,7 @@ TOOLS = [
         f"(context lines: their start), and the cut side is marked {CUT}. Stops at max_results (truncated: "
         "true) or timeout_seconds (timed_out: true) and returns what it found. Filter files with "
         'glob_filter, e.g. "*.py".',
-        GrepArgs, GrepResult, read_only("Search file contents"), grep, work="heavy", file_timeout=False),
+        GrepArgs, GrepResult, read_only("Search file contents"), grep, file_timeout=False),
     ToolSpec(
         "glob", "Find files by name",
         "Find files, directories and symlinks under a path in a root whose relative path matches a glob "
@@ -473,5 +454,5 @@ TOOLS = [
         "sorted, each with type, size and modified_at. Symlinks are listed, not followed. Narrow with "
         "type_filter (file, directory, symlink) and max_depth; stops at max_results (truncated: true) or "
         "timeout_seconds (timed_out: true).",
-        GlobArgs, GlobResult, read_only("Find files by name"), glob, work="heavy", file_timeout=False),
+        GlobArgs, GlobResult, read_only("Find files by name"), glob, file_timeout=False),
 ]

@@ -1,37 +1,30 @@
 """The writing file tools: write_file, remove_file, patch_file, create_folder, remove_folder.
 
-Every change is made through directory handles beneath the root (`fsops`), and
-every failure leaves the filesystem as it was: writes and patches replace the
-file atomically, and parent folders made for a write that then fails are removed.
+Every change is made by the root (`Root.target` and its `Target`, `Root.mkdir`, ...),
+through directory handles beneath it, and every failure leaves the filesystem as it
+was: writes and patches replace the file atomically, and parent folders made for a
+write that then fails are removed.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import os
-import stat
+import contextlib
+import hashlib
+from collections.abc import Iterator
 from typing import Annotated
 
 from pydantic import BaseModel, Field
 
-from rootbound import fsops, patching
-from rootbound.errors import ToolError
-from rootbound.roots import display_path, file_type, split_path
-from rootbound.tools.base import Args, CallContext, RelPath, RootName, ToolSpec, writes
-from rootbound.tools.targets import (
-    Guard,
-    check_expected,
-    current_sha256,
-    keep_owner,
-    read_current,
-    regular_or_none,
-    resolve,
-    sha256,
-    unchanged_since,
-)
+from rootbound import patching
+from rootbound.errors import Failure, Kind, PathError, ToolError
+from rootbound.fs import Root, display_path, split_path
+from rootbound.fs.guards import Guard
+from rootbound.fs.root import Target
+from rootbound.tools.base import Args, CallContext, PathArgs, RelPath, RootName, ToolSpec, writes
 
-__all__ = ["TOOLS"]
+__all__ = ["TOOLS", "changing_file", "check_expected", "check_file_path", "guard", "sha256"]
 
 WRITE_MODES = ("overwrite", "append", "create_only")
 MAX_PATCH_SIZE = 64 * 1024 * 1024  # patch_file holds the file in memory
@@ -73,66 +66,81 @@ def _content(args: WriteFileArgs) -> bytes:
         try:
             return args.content.encode("utf-8")
         except UnicodeEncodeError:
-            raise ToolError("content is not valid text (it holds a lone surrogate); send binary data with "
-                            "encoding=base64") from None
+            raise Failure(Kind.NOT_TEXT) from None
     if args.encoding == "base64":
         try:
             return base64.b64decode(args.content, validate=True)
         except (binascii.Error, ValueError):
-            raise ToolError("content is not valid base64") from None
-    raise ToolError(f"invalid encoding: {args.encoding}; valid encodings: utf-8, base64")
+            raise Failure(Kind.BAD_BASE64) from None
+    raise Failure(Kind.INVALID_ENCODING, encoding=args.encoding)
 
 
-def _no_trailing_slash(path: str) -> None:
+def guard(ctx: CallContext) -> Guard:
+    """The rules every writing call is held to: git's repositories and the operator's protected_paths."""
+    return Guard(ctx.config.protected_paths)
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def check_expected(expected: str | None, current: str | None, path: str) -> None:
+    """The compare-and-swap guard: refuse when the file is not the version the agent last saw."""
+    if expected is None:
+        return
+    if current is None:
+        raise PathError("write", path, Kind.EXPECTED_MISSING, expected=expected)
+    if current != expected.lower():
+        raise PathError("write", path, Kind.SHA_MISMATCH, current=current, expected=expected.lower())
+
+
+def check_file_path(root: Root, path: str, op: str) -> None:
+    """A write, patch or edit names a file: not the root, not a folder's spelling."""
+    if root.is_root(path):
+        raise PathError(op, path, Kind.IS_ROOT)
     if path.endswith("/"):  # "notes/" names a folder; writing a file called "notes" would surprise
-        raise ToolError(f"invalid path: a file path must not end with '/': {path}")
+        raise PathError(op, path, Kind.TRAILING_SLASH)
+
+
+@contextlib.contextmanager
+def changing_file(ctx: CallContext, root: Root, path: str, op: str, *, make_parents: bool = True) -> Iterator[Target]:
+    """The file a write, patch or edit changes, held under this server's lock for the file."""
+    with root.target(path, guard(ctx), make_parents=make_parents, op=op) as target:
+        if target.is_self:
+            raise PathError(op, path, Kind.IS_DIR)
+        with target.locked():
+            yield target
 
 
 def write_file(ctx: CallContext, args: WriteFileArgs) -> WriteFileResult:
     root = ctx.roots.get_for(args.root, "write_file")
     if args.mode not in WRITE_MODES:
-        raise ToolError(f"invalid mode: {args.mode}; valid modes: {', '.join(WRITE_MODES)}")
+        raise Failure(Kind.INVALID_MODE, mode=args.mode, modes=", ".join(WRITE_MODES))
     data = _content(args)
     path = args.path
-    if root.is_root(path):
-        raise ToolError(f"path is the root directory, not a file: {path!r}; give a file path inside the root")
-    _no_trailing_slash(path)
-    with resolve(ctx, root, path, make_parents=True, guard=Guard(ctx)) as (loc, _):
-        if loc.name == ".":
-            raise ToolError(f"path is a directory, not a file: {path}")
-        with fsops.target_lock(loc.dirfd, loc.name):
-            st = regular_or_none(loc, path)
-            if args.expected_sha256 is not None:
-                check_expected(args.expected_sha256, current_sha256(loc) if st else None, path)
-            if args.mode == "create_only" and st is not None:
-                raise ToolError(f"file already exists: {path}; use overwrite mode to replace")
-            digest: str | None = None
-            if args.mode == "append":
-                created = fsops.append(loc.dirfd, loc.name, data)
-                if created:
-                    digest = sha256(data)
-            else:
-                replace = args.mode == "overwrite"
-                try:
-                    fsops.write_file(
-                        loc.dirfd, loc.name, lambda fd: fsops.write_all(fd, data), replace=replace,
-                        perms=stat.S_IMODE(st.st_mode) if st else fsops.NEW_FILE_MODE,
-                        owner=keep_owner(st),
-                        before_commit=(lambda: unchanged_since(loc, st, path)) if args.expected_sha256 else None)
-                except FileExistsError:  # another writer created it between our look and the link
-                    raise ToolError(f"file already exists: {path}; use overwrite mode to replace") from None
-                created = st is None
+    check_file_path(root, path, "write")
+    with changing_file(ctx, root, path, "write") as target:
+        st = target.regular()
+        if args.expected_sha256 is not None:
+            check_expected(args.expected_sha256, target.sha256() if st else None, path)
+        digest: str | None = None
+        if args.mode == "append":
+            created = target.append(data)
+            if created:
                 digest = sha256(data)
+        else:
+            if args.mode == "create_only" and st is not None:
+                raise PathError("create", path, Kind.EXISTS)
+            unchanged = (lambda: target.unchanged_since(st)) if args.expected_sha256 else None
+            target.write_atomic(data, like=st, replace=args.mode == "overwrite", before_commit=unchanged,
+                                op="create" if args.mode == "create_only" else "write")
+            created = st is None
+            digest = sha256(data)
     return WriteFileResult(path=display_path(split_path(path)), size=len(data), mode=args.mode, created=created,
                            sha256=digest)
 
 
 # -- remove_file ----------------------------------------------------------------------------------
-
-
-class PathArgs(Args):
-    root: RootName
-    path: RelPath
 
 
 class RemovedResult(BaseModel):
@@ -142,18 +150,8 @@ class RemovedResult(BaseModel):
 
 def remove_file(ctx: CallContext, args: PathArgs) -> RemovedResult:
     root = ctx.roots.get_for(args.root, "remove_file")
-    path = args.path
-    if root.is_root(path):
-        raise ToolError("cannot remove root directory")
-    # The final component is not followed: removing a symlink removes the link, never its target.
-    with resolve(ctx, root, path, follow=False, guard=Guard(ctx)) as (loc, _):
-        if loc.st is None:
-            raise ToolError(f"file not found: {path}")
-        if stat.S_ISDIR(loc.st.st_mode):
-            raise ToolError(f"path is a directory, not a file: {path}; use remove_folder to remove a directory")
-        with fsops.target_lock(loc.dirfd, loc.name):
-            os.unlink(loc.name, dir_fd=loc.dirfd)
-    return RemovedResult(path=display_path(split_path(path)), removed=True)
+    root.remove(args.path, guard(ctx))  # a symlink is removed itself, never its target
+    return RemovedResult(path=display_path(split_path(args.path)), removed=True)
 
 
 # -- patch_file -----------------------------------------------------------------------------------
@@ -188,40 +186,26 @@ class PatchFileResult(BaseModel):
 def patch_file(ctx: CallContext, args: PatchFileArgs) -> PatchFileResult:
     root = ctx.roots.get_for(args.root, "patch_file")
     path = args.path
-    if root.is_root(path):
-        raise ToolError(f"path is the root directory, not a file: {path!r}; give the path of the file to patch")
-    _no_trailing_slash(path)
+    check_file_path(root, path, "patch")
     try:
         fp = patching.select(patching.parse(args.patch), display_path(split_path(path)))
     except patching.PatchError as exc:
         raise ToolError(str(exc)) from None
     if fp.deletes:
-        raise ToolError("the patch deletes the file (+++ /dev/null or *** Delete File); use remove_file to remove "
-                        "a file")
-    with resolve(ctx, root, path, make_parents=True, guard=Guard(ctx)) as (loc, _):
-        if loc.name == ".":
-            raise ToolError(f"path is a directory, not a file: {path}")
-        with fsops.target_lock(loc.dirfd, loc.name):
-            st = regular_or_none(loc, path)
-            data, st = read_current(loc, MAX_PATCH_SIZE, path) if st else (b"", None)
-            if args.expected_sha256 is not None:
-                check_expected(args.expected_sha256, sha256(data) if st else None, path)
-            if fp.creates and data:
-                raise ToolError(f"the patch creates {path} (--- /dev/null), but that file already exists and is "
-                                "not empty; nothing was changed")
-            try:
-                new, applied = patching.apply(data, fp)
-            except patching.PatchError as exc:
-                raise ToolError(str(exc)) from None
-            if new != data or st is None:
-                try:
-                    fsops.write_file(
-                        loc.dirfd, loc.name, lambda fd: fsops.write_all(fd, new), replace=st is not None,
-                        perms=stat.S_IMODE(st.st_mode) if st else fsops.NEW_FILE_MODE,
-                        owner=keep_owner(st), before_commit=lambda: unchanged_since(loc, st, path))
-                except FileExistsError:
-                    raise ToolError(f"{path} was created by someone else while this call ran; nothing was "
-                                    "changed, try again") from None
+        raise Failure(Kind.PATCH_DELETES)
+    with changing_file(ctx, root, path, "patch") as target:
+        st = target.regular()
+        data, st = target.read(MAX_PATCH_SIZE) if st else (b"", None)
+        if args.expected_sha256 is not None:
+            check_expected(args.expected_sha256, sha256(data) if st else None, path)
+        if fp.creates and data:
+            raise PathError("patch", path, Kind.PATCH_CREATES_EXISTING)
+        try:
+            new, applied = patching.apply(data, fp)
+        except patching.PatchError as exc:
+            raise ToolError(str(exc)) from None
+        if new != data or st is None:
+            target.write_atomic(new, like=st, replace=st is not None, before_commit=lambda: target.unchanged_since(st))
     return PatchFileResult(
         path=display_path(split_path(path)), hunks_applied=len(applied),
         hunks=[HunkResult(hunk=a.hunk, line=a.line, offset=a.offset) for a in applied],
@@ -238,20 +222,8 @@ class CreatedResult(BaseModel):
 
 def create_folder(ctx: CallContext, args: PathArgs) -> CreatedResult:
     root = ctx.roots.get_for(args.root, "create_folder")
-    path = args.path
-    created = False
-    with resolve(ctx, root, path, make_parents=True, guard=Guard(ctx)) as (loc, _):
-        st = loc.st
-        if st is None:
-            try:
-                os.mkdir(loc.name, 0o777, dir_fd=loc.dirfd)
-                created = True
-            except FileExistsError:
-                st = fsops.lstat_or_none(loc.dirfd, loc.name)
-        if st is not None and not stat.S_ISDIR(st.st_mode):
-            kind = "a file" if stat.S_ISREG(st.st_mode) else f"a {file_type(st.st_mode)}"
-            raise ToolError(f"path exists and is {kind}, not a directory: {path}")
-    return CreatedResult(path=display_path(split_path(path)), created=created)
+    created = root.mkdir(args.path, guard(ctx))
+    return CreatedResult(path=display_path(split_path(args.path)), created=created)
 
 
 # -- remove_folder --------------------------------------------------------------------------------
@@ -265,36 +237,8 @@ class RemoveFolderResult(BaseModel):
 
 def remove_folder(ctx: CallContext, args: PathArgs) -> RemoveFolderResult:
     root = ctx.roots.get_for(args.root, "remove_folder")
-    path = args.path
-    if root.is_root(path):
-        raise ToolError("cannot remove root directory")
-    guard = Guard(ctx)
-    with resolve(ctx, root, path, follow=False, guard=guard) as (loc, real):
-        st = loc.st
-        if loc.name == ".":
-            raise ToolError(f"invalid path: must not end with '..': {path}")
-        if st is None:
-            raise ToolError(f"directory not found: {path}")
-        if stat.S_ISLNK(st.st_mode):
-            raise ToolError(f"path is a symlink, not a directory: {path}; use remove_file to remove the link")
-        if not stat.S_ISDIR(st.st_mode):
-            raise ToolError(f"path is a file, not a directory: {path}; use remove_file to remove a file")
-        # Look before deleting anything: a protected file inside refuses the whole removal (a repository
-        # the folder holds goes with it: removing a project is not changing its repository's internals).
-        given, count = "/".join(split_path(path)), 0
-        for rel in fsops.walk_names(loc.dirfd, loc.name):
-            count += 1
-            if guard:
-                guard.check(f"{given}/{rel}", f"{path.rstrip('/')}/{rel}", carried=rel)
-                if real is not None:
-                    guard.check_real(root, [*real, rel], f"{path.rstrip('/')}/{rel}", carried=rel)
-        try:
-            fsops.remove_tree(loc.dirfd, loc.name)
-        except OSError as exc:
-            where = exc.filename if isinstance(exc.filename, str) else loc.name
-            raise ToolError(f"could not remove all of {path}: {exc.strerror} at {where}; part of it may already "
-                            "be removed") from None
-    return RemoveFolderResult(path=display_path(split_path(path)), removed=True, entries_removed=count)
+    count = root.remove_tree(args.path, guard(ctx))
+    return RemoveFolderResult(path=display_path(split_path(args.path)), removed=True, entries_removed=count)
 
 
 TOOLS = [
@@ -338,6 +282,5 @@ TOOLS = [
         "their targets are never touched. Refuses the root itself, a file (use remove_file), a .git directory or "
         "anything inside one, and folders that hold other protected paths (e.g. .claude/settings.json); a folder "
         "that holds a git repository may be removed whole.",
-        PathArgs, RemoveFolderResult, writes("Remove a folder", destructive=True, idempotent=True), remove_folder,
-        work="heavy"),
+        PathArgs, RemoveFolderResult, writes("Remove a folder", destructive=True, idempotent=True), remove_folder),
 ]

@@ -3,7 +3,7 @@
 `call_tool` gives each call a `CallBound` (its deadline: `file_timeout` seconds from
 the call's start) and runs the handler in a worker thread with that bound current.
 Loops that can run long — hashing, skipping lines, copying, walking a tree, listing
-a folder — call `checkpoint()` between chunks: it raises a `ToolError` once the
+a folder — call `checkpoint()` between chunks: it raises a `Failure` (TIMEOUT, CANCELLED) once the
 deadline has passed or the client has cancelled the call (`notifications/cancelled`,
 or a dropped request), so the thread stops within one chunk and frees its worker.
 
@@ -22,21 +22,11 @@ from collections.abc import Iterator
 
 import anyio.from_thread
 
-from rootbound.errors import ToolError
+from rootbound.errors import Failure, Kind
 
-__all__ = ["CANCEL_POLL", "CallBound", "Stopped", "bounded", "checkpoint", "current"]
+__all__ = ["CANCEL_POLL", "CallBound", "bounded", "checkpoint", "current"]
 
 CANCEL_POLL = 0.01  # seconds between two looks at the client's cancellation
-_BUSY = "waiting for a free worker: the server is busy with other long file operations; try again shortly"
-_FIX = "it stopped and changed nothing. Try a smaller file or folder, or ask the operator to raise file_timeout"
-
-
-class Stopped(ToolError):
-    """A call stopped by its deadline (outcome "timeout") or by the client's cancellation ("cancelled")."""
-
-    def __init__(self, message: str, outcome: str) -> None:
-        super().__init__(message)
-        self.outcome = outcome
 
 
 def _host_cancelled() -> bool:
@@ -76,23 +66,16 @@ class CallBound:
             self._cancelled = _host_cancelled()
         return self._cancelled
 
-    def _on(self) -> str:
-        return f" on {self.where}" if self.where else ""
-
-    def timeout_error(self) -> Stopped:
-        return Stopped(f"{self.tool} timed out after {self.seconds:g} s{self._on()}; {_FIX} (now {self.seconds:g} s)",
-                       outcome="timeout")
-
-    def busy_error(self) -> Stopped:
-        return Stopped(f"{self.tool} timed out after {self.seconds:g} s{self._on()} {_BUSY}", outcome="timeout")
+    def stopped(self, kind: Kind) -> Failure:
+        """A call stopped by its deadline (TIMEOUT), a wait for a worker (BUSY) or the client (CANCELLED)."""
+        return Failure(kind, tool=self.tool, where=self.where, seconds=self.seconds)
 
     def check(self) -> None:
         """Raise if the call must stop now."""
         if self.expired():
-            raise self.timeout_error()
+            raise self.stopped(Kind.TIMEOUT)
         if self.cancelled():
-            raise Stopped(f"{self.tool} cancelled by the client{self._on()}; it stopped and nothing was changed",
-                          outcome="cancelled")
+            raise self.stopped(Kind.CANCELLED)
 
 
 _current: contextvars.ContextVar[CallBound | None] = contextvars.ContextVar("rootbound_call_bound", default=None)

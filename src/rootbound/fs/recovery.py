@@ -43,9 +43,10 @@ import shutil
 import signal
 import stat
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final
 
+from rootbound.fs.handles import fd_path, is_inside, lstat_or_none
 from rootbound.logs import log
 
 __all__ = ["TEMP_NAME", "Move", "command_running", "default_state_dirs", "kill_point", "recover", "start",
@@ -81,11 +82,8 @@ def default_state_dirs() -> list[str]:
 
 def _where(dirfd: int) -> dict[str, Any] | None:
     """A directory as a record names it: host path and inode (None if /proc cannot tell)."""
-    try:
-        path = os.readlink(f"/proc/self/fd/{dirfd}")
-    except OSError:
-        return None
-    if not path.startswith("/") or path.endswith(" (deleted)"):
+    path = fd_path(dirfd)
+    if path is None:
         return None
     st = os.fstat(dirfd)
     return {"dir": path, "dev": st.st_dev, "ino": st.st_ino}
@@ -245,9 +243,14 @@ def _usable(candidate: str, root_paths: list[str]) -> str | None:
     return real
 
 
-def start(state_dir: str | None, root_fds: Iterable[tuple[str, int]]) -> str | None:
+Sweep = Callable[[list[str]], int]  # stops the processes of these command ids; returns how many it killed
+
+
+def start(state_dir: str | None, root_fds: Iterable[tuple[str, int]], sweep: Sweep | None = None) -> str | None:
     """Recover what dead servers left in progress, then open this process's log. Returns the state directory
-    in use, or None (records off: the reason is logged). `root_fds` are the operator roots (path, handle)."""
+    in use, or None (records off: the reason is logged). `root_fds` are the operator roots (path, handle);
+    `sweep` stops the processes of commands a dead server left running (the server passes the one of
+    `execution.groups`: this module knows nothing of processes)."""
     global _log
     roots = list(root_fds)
     root_paths = [path for path, _ in roots]
@@ -258,7 +261,7 @@ def start(state_dir: str | None, root_fds: Iterable[tuple[str, int]]) -> str | N
                     f"{', '.join(candidates)}); set state_dir", extra={"state_dir": state_dir})
         return None
     with _start_lock:
-        recover(chosen, [fd for _, fd in roots])
+        recover(chosen, [fd for _, fd in roots], sweep)
         current = _logs.get(chosen)
         if current is None:
             try:
@@ -283,7 +286,7 @@ def close() -> None:
         _log = None
 
 
-def recover(state_dir: str, root_fds: list[int]) -> None:
+def recover(state_dir: str, root_fds: list[int], sweep: Sweep | None = None) -> None:
     """Replay the logs of servers that are no longer running, then remove them."""
     pending = os.path.join(state_dir, _PENDING)
     try:
@@ -305,7 +308,7 @@ def recover(state_dir: str, root_fds: list[int]) -> None:
                 if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
                     continue  # its server is running
                 raise
-            _replay(_read_records(fd), roots)
+            _replay(_read_records(fd), roots, sweep)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(pending, name))
         finally:
@@ -336,33 +339,25 @@ def _read_records(fd: int) -> list[dict[str, Any]]:
     return list(records.values())
 
 
-def _replay(records: list[dict[str, Any]], roots: list[os.stat_result]) -> None:
+def _replay(records: list[dict[str, Any]], roots: list[os.stat_result], sweep: Sweep | None) -> None:
     commands = [r["command_id"] for r in records if r.get("op") == "command" and isinstance(r.get("command_id"), str)]
-    if commands:
-        from rootbound.execution.groups import sweep_ids  # only servers with commands need it
-
-        killed = sweep_ids(commands)
+    if commands and sweep is not None:
+        killed = sweep(commands)
         log.info("stopped the processes of commands a killed server left running",
                  extra={"commands": len(commands), "processes": killed})
-    for rec in records:
-        try:
-            if rec.get("op") == "move":
-                _finish_move(rec, roots)
-        except (OSError, KeyError, TypeError, ValueError) as exc:
-            log.warning("could not finish a move left by a killed server", extra={"record": rec, "error": str(exc)})
-    for rec in records:
-        try:
-            if rec.get("op") == "temp":
-                _remove_temp(rec, roots)
-        except (OSError, KeyError, TypeError, ValueError) as exc:
-            log.warning("could not remove a temporary entry left by a killed server",
-                        extra={"record": rec, "error": str(exc)})
+    # Moves first: a move placed but not finished has a `temp` record of its copy that is no longer temporary.
+    for op, finish, failed in (("move", _finish_move, "could not finish a move left by a killed server"),
+                               ("temp", _remove_temp, "could not remove a temporary entry left by a killed server")):
+        for rec in records:
+            try:
+                if rec.get("op") == op:
+                    finish(rec, roots)
+            except (OSError, KeyError, TypeError, ValueError) as exc:
+                log.warning(failed, extra={"record": rec, "error": str(exc)})
 
 
 def _open_recorded_dir(where: dict[str, Any], roots: list[os.stat_result]) -> int | None:
     """Open a recorded directory; None unless it is the same inode and lies inside a configured root."""
-    from rootbound.fsops import is_inside
-
     try:
         fd = os.open(str(where["dir"]), _DIR)
     except OSError:
@@ -376,13 +371,6 @@ def _open_recorded_dir(where: dict[str, Any], roots: list[os.stat_result]) -> in
 
 def _same(st: os.stat_result | None, ident: object) -> bool:
     return st is not None and isinstance(ident, list) and [st.st_dev, st.st_ino] == ident
-
-
-def _lstat(dirfd: int, name: str) -> os.stat_result | None:
-    try:
-        return os.stat(name, dir_fd=dirfd, follow_symlinks=False)
-    except FileNotFoundError:
-        return None
 
 
 def _remove(dirfd: int, name: str, st: os.stat_result) -> None:
@@ -400,7 +388,7 @@ def _remove_temp(rec: dict[str, Any], roots: list[os.stat_result]) -> None:
     if dirfd is None:
         return
     try:
-        st = _lstat(dirfd, name)
+        st = lstat_or_none(dirfd, name)
         if st is not None:
             _remove(dirfd, name, st)
             log.info("removed a temporary entry a killed server left", extra={"dir": rec["dir"], "name": name})
@@ -415,7 +403,7 @@ def _finish_move(rec: dict[str, Any], roots: list[os.stat_result]) -> None:
         dfd = _open_recorded_dir(dst, roots)
         if dfd is not None:
             try:
-                placed = _same(_lstat(dfd, str(dst["name"])), rec["new"])
+                placed = _same(lstat_or_none(dfd, str(dst["name"])), rec["new"])
             finally:
                 os.close(dfd)
     if not placed:
@@ -425,7 +413,7 @@ def _finish_move(rec: dict[str, Any], roots: list[os.stat_result]) -> None:
     if sfd is None:
         return
     try:
-        st = _lstat(sfd, str(src["name"]))
+        st = lstat_or_none(sfd, str(src["name"]))
         if _same(st, src["entry"]):
             assert st is not None
             _remove(sfd, str(src["name"]), st)

@@ -1,0 +1,160 @@
+"""The filesystem core is the only door: no module outside `rootbound/fs/` resolves a path or makes a path syscall.
+
+Read from the source (an AST walk), over the modules that serve the agent: the tool handlers, command
+execution, the sandbox, the server and client roots, the change journal (and grep/ and server/ once they
+exist). A path
+syscall there would be a second door, where an escape could hide; the file tools reach files only
+through `Root`. The few modules that must work on host paths of their own — the operator's
+configuration, the server's own files, /proc, the sandbox's mount namespace — are listed in `ALLOWED`
+with the calls they may make and why. The list must stay true: an entry no longer needed fails too.
+To add one, name the module, the calls, and the reason.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "rootbound"
+SCOPE = ("tools", "execution", "sandbox", "grep", "server", "journal", "client_roots.py", "server.py")
+
+# Path syscalls: what opens, looks at or changes a file by its name.
+_OS = {"open", "stat", "lstat", "mkdir", "rmdir", "unlink", "rename", "renames", "replace", "link", "symlink",
+       "readlink", "listdir", "scandir", "chmod", "lchmod", "chown", "lchown", "utime", "remove", "removedirs",
+       "makedirs", "walk", "fwalk", "getxattr", "setxattr", "listxattr", "removexattr", "mkfifo", "mknod",
+       "truncate", "access", "chdir", "chroot", "statvfs", "pathconf"}
+_OS_PATH = {"exists", "lexists", "isdir", "isfile", "islink", "ismount", "realpath", "getsize", "getmtime",
+            "getatime", "getctime", "samefile"}
+_SHUTIL = {"rmtree", "copy", "copy2", "copyfile", "copytree", "move", "copymode", "copystat", "chown", "which"}
+# rootbound.fs.beneath's: only Root may resolve
+_RESOLVERS = {"open_beneath", "locate", "locate_making", "make_dirs", "undo_dirs"}
+
+# module (relative to src/rootbound) -> (the calls it may make, why)
+ALLOWED: dict[str, tuple[set[str], str]] = {
+    "execution/audit.py": ({"os.open"}, "appends to the operator's audit log, a host path from the configuration"),
+    "execution/groups.py": ({"open", "os.listdir", "os.path.exists", "os.stat"},
+                            "reads /proc to find and kill the processes of a command"),
+    "execution/policy.py": ({"shutil.which", "os.path.realpath"},
+                            "finds the allowlisted programs on PATH (host programs, not paths in a root)"),
+    "execution/service.py": ({"os.path.exists"}, "checks the resolved program exists before it is run"),
+    "execution/spill.py": ({"os.open", "shutil.rmtree", "os.scandir", "os.mkdir", "os.unlink"},
+                           "the server's own spill directory, made by the server outside every root"),
+    "execution/summary.py": ({"shutil.which", "os.path.exists"}, "what `check` reports about the programs"),
+    "execution/workdir.py": ({"os.readlink", "os.path.realpath", "os.open", "os.path.isdir"},
+                             "a plain cwd is a host path by contract (seed 000), checked against allowed_cwd_roots "
+                             "on the opened handle; a root-relative cwd goes through Root.open"),
+    # The change journal (issue 17, phase 1: not wired to Root yet, it is handed root descriptors). Its state
+    # directory (settings.resolve: a private 0700 host folder outside every root) is not a root: plain os calls.
+    "journal/blobs.py": ({"os.link", "os.mkdir", "os.open", "os.rename", "os.scandir", "os.stat", "os.unlink"},
+                         "the blob store, a folder in the journal's own state directory (not a root)"),
+    "journal/capture.py": ({"os.open", "os.readlink", "os.scandir"},
+                           "reads before-states by (directory handle the door holds, single name) with O_NOFOLLOW, "
+                           "and walks folders by descriptor (its own walker: a candidate for fs.trees.walk)"),
+    "journal/change.py": ({"os.mkdir", "os.open", "os.unlink"},
+                          "the writer lock files in the journal's own state directory (not a root)"),
+    "journal/cli.py": ({"os.path.realpath", "os.open"},
+                       "the journal CLI opens the operator's configured roots by their host paths, as Root.at does"),
+    "journal/locks.py": ({"os.open"}, "the per-root lock file in the journal's own state directory (not a root)"),
+    "journal/query.py": ({"open_beneath", "os.open"},
+                         "reads a file as it is now, for a diff, beneath the root's handle (final name O_NOFOLLOW)"),
+    "journal/recovery.py": ({"open_beneath", "os.open", "os.listdir", "os.unlink"},
+                            "digests what stands at a recorded path beneath the root's handle; the writer lock "
+                            "files in the journal's own state directory"),
+    "journal/restore.py": ({"locate", "locate_making", "os.mkdir", "os.open", "os.readlink", "os.rename", "os.stat",
+                            "os.symlink", "os.unlink", "os.utime"},
+                           "undo puts recorded before-states back at recorded paths, resolved beneath the root's "
+                           "handle (fs.beneath), each change by (directory handle, single name) with *at calls"),
+    "journal/retention.py": ({"os.stat", "os.unlink"}, "prunes the blob store in the journal's own state directory"),
+    "journal/settings.py": ({"os.makedirs", "os.mkdir", "os.lstat", "os.chmod", "os.path.realpath"},
+                            "makes and checks the journal's own state directory (a host path from the configuration, "
+                            "outside every root)"),
+    "journal/store.py": ({"os.mkdir"}, "a root's journal folder in the journal's own state directory (not a root)"),
+    "sandbox/bwrap.py": ({"os.path.realpath", "shutil.which", "os.path.islink", "os.readlink"},
+                         "the mount namespace: system paths and operator-configured host paths, bound by descriptor"),
+    "sandbox/exec.py": ({"os.stat", "os.open", "os.mkdir"},
+                        "the launcher inside bubblewrap checks each bind landed where it was meant to"),
+    "sandbox/landlock.py": ({"os.open"}, "Landlock rules for system and operator-configured host paths"),
+    "sandbox/launchers.py": ({"os.path.realpath", "os.rmdir", "os.mkdir", "open", "os.chown"},
+                             "a command's private temp directory and the operator's work areas"),
+    "sandbox/layout.py": ({"os.path.lexists", "os.path.isdir", "os.path.realpath", "os.path.isfile"},
+                          "which system and operator-configured host paths exist for a command"),
+    "sandbox/limits.py": ({"shutil.which"}, "finds prlimit"),
+    "sandbox/nofollow.py": ({"os.open"}, "opens operator host paths without following links (the launcher inside "
+                                         "bubblewrap imports it: it may import only what os has)"),
+    "sandbox/protect.py": ({"os.open", "os.stat", "os.listdir", "shutil.rmtree", "os.unlink"},
+                           "binds git's and protected_paths' entries read-only by descriptor, walking beneath "
+                           "Root.handle() one O_PATH|O_NOFOLLOW component at a time, and sweeps what a command "
+                           "made there (a candidate for a Root method)"),
+}
+
+
+def _call_name(node: ast.Call) -> str | None:
+    f = node.func
+    if isinstance(f, ast.Name) and f.id in (*_RESOLVERS, "open"):
+        return f.id
+    if not isinstance(f, ast.Attribute):
+        return None
+    owner = f.value
+    if isinstance(owner, ast.Name):
+        if owner.id == "os" and f.attr in _OS:
+            return f"os.{f.attr}"
+        if owner.id == "shutil" and f.attr in _SHUTIL:
+            return f"shutil.{f.attr}"
+        if owner.id == "beneath" and f.attr in _RESOLVERS:
+            return f.attr
+    if isinstance(owner, ast.Attribute) and isinstance(owner.value, ast.Name) and \
+            (owner.value.id, owner.attr) == ("os", "path") and f.attr in _OS_PATH:
+        return f"os.path.{f.attr}"
+    return None
+
+
+def path_calls(source: str) -> list[tuple[int, str]]:
+    """The path syscalls (and resolver calls) in a module's source, with their lines."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and (name := _call_name(node)) is not None:
+            found.append((node.lineno, name))
+        elif isinstance(node, ast.ImportFrom) and node.module in ("os", "os.path", "shutil"):
+            found += [(node.lineno, f"from {node.module} import {a.name}") for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").endswith("beneath"):
+            found += [(node.lineno, a.name) for a in node.names if a.name in _RESOLVERS]
+    return found
+
+
+def _modules() -> list[Path]:
+    out: list[Path] = []
+    for entry in SCOPE:
+        path = SRC / entry
+        out += sorted(path.rglob("*.py")) if path.is_dir() else [path] if path.exists() else []
+    return out
+
+
+def test_no_path_syscall_outside_the_filesystem_core() -> None:
+    problems = []
+    for module in _modules():
+        rel = module.relative_to(SRC).as_posix()
+        allowed = ALLOWED.get(rel, (set(), ""))[0]
+        problems += [f"{rel}:{line}: {name}" for line, name in path_calls(module.read_text()) if name not in allowed]
+    assert problems == [], "path work outside rootbound/fs/ (use a Root method, or justify it in ALLOWED):\n" + \
+        "\n".join(problems)
+
+
+def test_the_allowlist_stays_true() -> None:
+    """Every allowed call is still made: a module that no longer needs its entry must lose it."""
+    stale = []
+    for rel, (calls, why) in ALLOWED.items():
+        assert why, f"{rel}: say why"
+        module = SRC / rel
+        made = {name for _, name in path_calls(module.read_text())} if module.exists() else set()
+        stale += [f"{rel}: {name}" for name in sorted(calls - made)]
+    assert stale == []
+
+
+def test_the_check_sees_what_it_must() -> None:
+    """The walk itself: each kind of door is found (a check that finds nothing proves nothing)."""
+    source = ("import os, shutil\nfrom rootbound.fs.beneath import open_beneath\nfrom os import stat\n"
+              "os.open('x', 0)\nos.path.realpath('x')\nshutil.rmtree('x')\nopen('x')\nopen_beneath(3, [], 0)\n"
+              "os.stat('x', dir_fd=3)\nos.fstat(3)\nos.close(3)\n")
+    assert sorted(name for _, name in path_calls(source)) == sorted([
+        "open_beneath", "from os import stat", "os.open", "os.path.realpath", "shutil.rmtree", "open",
+        "open_beneath", "os.stat"])  # fd calls (fstat, close) are not path work
