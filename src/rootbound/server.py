@@ -56,6 +56,7 @@ from rootbound.disconnects import CancelOnDisconnect, cancelled_on_disconnect
 from rootbound.execution import groups
 from rootbound.execution.output import return_big_buffers
 from rootbound.execution.spill import SpillStore
+from rootbound.grep.helper import SharedHelper
 from rootbound.hosts import LowercaseHost, host_patterns, origin_patterns, url_host
 from rootbound.listening import listen
 from rootbound.logs import log, shorten
@@ -137,6 +138,7 @@ class App:
                 log.warning("could not become a child subreaper; daemons that commands start may outlive them")
             self.spill = SpillStore(self.roots)
         self.workers = Workers()
+        self.grep_helper = SharedHelper()  # started by the first grep that can use it
         # Sessionless requests' clients, by auth principal (one entry per configured token, at most,
         # plus the anonymous one): they live as long as the server.
         self._principals: dict[str, Caller] = {}
@@ -168,6 +170,7 @@ class App:
             caller=caller,
             workers=self.workers,
             report_progress=report_progress,
+            grep_helper=self.grep_helper,
         )
 
     def _new_caller(self) -> Caller:
@@ -309,6 +312,7 @@ class App:
 
     def close(self) -> None:
         groups.kill_all()  # no command outlives the server
+        self.grep_helper.close()
         for root in self.roots.values():
             root.close()
         for caller in self._principals.values():

@@ -27,6 +27,7 @@ from rootbound.bounds import CallBound, bounded
 from rootbound.config import Config
 from rootbound.errors import ToolError
 from rootbound.execution.spill import SpillArea
+from rootbound.grep.helper import SharedHelper
 from rootbound.logs import VALUE_LIMIT, log, log_tool_call, shorten
 from rootbound.roots import RootSet
 
@@ -122,6 +123,7 @@ class CallContext:
     workers: Workers
     # Sends `notifications/progress` for this call; a no-op unless the client asked for progress.
     report_progress: Progress | None = None
+    grep_helper: SharedHelper | None = None  # the server's grep helper process (None: search in this process)
 
 
 @dataclass(frozen=True)

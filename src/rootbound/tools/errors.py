@@ -119,7 +119,7 @@ TOOL_ERRORS: dict[str, tuple[str, ...]] = {
         *_GIT_ERRORS,
     ),
     "grep": ("invalid pattern: …", "invalid glob_filter: …", "not a regular file or directory: …"),
-    "glob": ("exactly one of pattern or regex must be provided", "invalid regex: …"),
+    "glob": ("exactly one of pattern or regex must be provided", "invalid pattern: …", "invalid regex: …"),
     "execute_command": (
         "command not allowed: …. Allowed commands: …",
         "execute_command runs one program directly, without a shell, so the shell operator … cannot be …",
