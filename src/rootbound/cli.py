@@ -122,9 +122,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rootbound: cannot open root: {exc}", file=sys.stderr)
         return 1
     if args.command == "serve":
-        from rootbound.listening import ListenError
         from rootbound.logs import log
         from rootbound.overlaps import nesting_warnings
+        from rootbound.server.listening import ListenError
 
         # Root names and user names only: no host paths in the log.
         for warning in [*warnings, *nesting_warnings(app.roots.values())]:

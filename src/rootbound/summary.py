@@ -131,7 +131,7 @@ def tools_markdown(app: App) -> str:
         + "; ".join(f"`{e}`" for e in COMMON_ERRORS) + ". (`…` marks the variable parts.)",
         "",
     ]
-    for definition in app._definitions:
+    for definition in app.definitions:
         ann = definition.annotations
         hints = []
         if ann is not None:
