@@ -7,7 +7,9 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from rootbound import beneath
-from rootbound.execution.summary import describe_commands
+from rootbound.config import Config
+from rootbound.execution import summary as commands_summary
+from rootbound.execution.launch import UNCONFINED, Launcher
 from rootbound.overlaps import nesting_warnings
 from rootbound.roots import FILE_TOOLS
 from rootbound.sandbox.select import launcher_for
@@ -16,7 +18,7 @@ from rootbound.tools.errors import COMMON_ERRORS, TOOL_ERRORS
 if TYPE_CHECKING:
     from rootbound.server import App
 
-__all__ = ["policy", "problems", "render_policy", "tools_markdown"]
+__all__ = ["describe_commands", "policy", "problems", "render_policy", "tools_markdown"]
 
 _RESOLVERS = {
     "openat2": "openat2 with RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS (kernel-enforced)",
@@ -24,11 +26,20 @@ _RESOLVERS = {
 }
 
 
+def describe_commands(config: Config, launcher: Launcher | None = None) -> tuple[list[str], list[str]]:
+    """The command policy in words, and its problems (`execution.summary`); `launcher` defaults to the one the
+    configuration selects (`commands.sandbox`)."""
+    if launcher is None:
+        launcher = launcher_for(config) if config.commands.allowed else UNCONFINED
+    return commands_summary.describe_commands(config, launcher)
+
+
 def policy(app: App) -> dict[str, Any]:
     """The resolved policy as plain data (the `--json` form)."""
     cfg = app.config
     commands = cfg.commands
-    command_lines, command_problems = describe_commands(cfg)
+    launcher = app.commands.launcher if app.commands is not None else None
+    command_lines, command_problems = describe_commands(cfg, launcher)
     return {
         "configuration": cfg.source,
         "path_resolution": _RESOLVERS[beneath.RESOLVER],
@@ -52,7 +63,7 @@ def policy(app: App) -> dict[str, Any]:
             "max_output_size": commands.max_output_size,
             "max_concurrent": commands.max_concurrent,
             "audit_log": commands.audit_log,
-            "os_confinement": launcher_for(cfg).name if commands.allowed else None,
+            "os_confinement": launcher.name if launcher is not None else None,
             "description": command_lines,
             "problems": command_problems,
         },

@@ -25,18 +25,14 @@ _RUNNERS = frozenset({
 })
 
 
-def describe_commands(config: Config, launcher: Launcher | None = None) -> tuple[list[str], list[str]]:
+def describe_commands(config: Config, launcher: Launcher) -> tuple[list[str], list[str]]:
     """(lines to print, configuration problems). No problems and no lines when commands are off.
 
-    `launcher` defaults to the one the configuration selects (`commands.sandbox`).
+    `launcher`: the one that confines the commands (its own lines and problem end the description).
     """
     c = config.commands
     if not c.allowed:
         return ["commands: off (no program allowed; execute_command and shell are not listed)"], []
-    if launcher is None:
-        from rootbound.sandbox.select import launcher_for  # the sandbox package builds on this one
-
-        launcher = launcher_for(config)
     policy = policy_for(c)
     problems: list[str] = []
     lines = ["commands: execute_command and shell are listed"]

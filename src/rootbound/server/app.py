@@ -9,7 +9,8 @@ Per connection (a stdio process, a stateful HTTP session; for sessionless 2026-0
 requests, an auth principal): the client's roots (`client_roots.py`, asked for by
 `roots_request.py`) and its `Caller` (its spill area, its share of the worker threads).
 What the App builds once at start-up and closes: the roots' handles, the grep helper
-process, the spill directory, and the process-wide set-up commands need.
+process, the spill directory, the commands' launcher, queue and process groups, and the
+process-wide set-up commands need.
 
 The App knows no transport: `stdio.py` and `http.py` take one and serve it.
 """
@@ -38,10 +39,12 @@ from rootbound import __version__, recovery
 from rootbound.config import Config
 from rootbound.execution import groups
 from rootbound.execution.output import return_big_buffers
+from rootbound.execution.service import CommandHost
 from rootbound.execution.spill import SpillStore
 from rootbound.grep.helper import SharedHelper
 from rootbound.logs import log, shorten
 from rootbound.roots import Root, RootSet
+from rootbound.sandbox.select import launcher_for
 from rootbound.server.client_roots import ClientRootsState, build_client_roots
 from rootbound.server.roots_request import RootsAsker
 from rootbound.tools import all_tools
@@ -93,12 +96,15 @@ class App:
         # as one more root (`command-output`) so the agent can page through it with read_file; each
         # client sees only its own (see `_caller`).
         self.spill: SpillStore | None = None
+        # The launcher (chosen once: probing for bubblewrap runs it), the queue and the process groups of commands.
+        self.commands: CommandHost | None = None
         if config.commands.allowed:
             _hide_process_memory()
             return_big_buffers()  # command output must not leave the heap grown for good
             if not groups.become_subreaper():  # daemons of commands are re-parented to us, so we can end them
                 log.warning("could not become a child subreaper; daemons that commands start may outlive them")
             self.spill = SpillStore(self.roots)
+            self.commands = CommandHost.build(config, launcher_for(config))
         self.workers = Workers()
         self.grep_helper = SharedHelper()  # started by the first grep that can use it
         # Sessionless requests' clients, by auth principal (one entry per configured token, at most,
@@ -137,6 +143,7 @@ class App:
             workers=self.workers,
             report_progress=report_progress,
             grep_helper=self.grep_helper,
+            commands=self.commands,
         )
 
     def _new_caller(self) -> Caller:
@@ -221,7 +228,8 @@ class App:
         return asker
 
     def close(self) -> None:
-        groups.kill_all()  # no command outlives the server
+        if self.commands is not None:
+            self.commands.close()  # no command outlives the server
         self.grep_helper.close()
         for root in self.roots.values():
             root.close()

@@ -41,7 +41,8 @@ def run(app: App, transport: str) -> int:
     try:
         log.info("starting", extra={"version": __version__, "transport": transport, "roots": list(app.roots),
                                     "config": app.config.source, "tools": len(app.tools),
-                                    "commands": sandbox_headline(app.config)})
+                                    "commands": sandbox_headline(
+                                        app.config, app.commands.launcher if app.commands is not None else None)})
         if transport == "stdio" and sys.stderr.isatty():
             names = ", ".join(app.roots)
             print(f"rootbound {__version__}: serving root(s) {names} over stdio. This process speaks MCP on "

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rootbound.bounds import CallBound, bounded
 from rootbound.config import Config
 from rootbound.errors import ToolError
+from rootbound.execution.service import CommandHost
 from rootbound.execution.spill import SpillArea
 from rootbound.grep.helper import SharedHelper
 from rootbound.logs import VALUE_LIMIT, log, log_tool_call, shorten
@@ -124,6 +125,7 @@ class CallContext:
     # Sends `notifications/progress` for this call; a no-op unless the client asked for progress.
     report_progress: Progress | None = None
     grep_helper: SharedHelper | None = None  # the server's grep helper process (None: search in this process)
+    commands: CommandHost | None = None  # the server's launcher, queue and process groups (None: commands off)
 
 
 @dataclass(frozen=True)
