@@ -14,9 +14,9 @@ import yaml
 from mcp import Client
 
 from rootbound.config import load_config
+from rootbound.report import describe_commands
 from rootbound.sandbox import bwrap
 from rootbound.server import App
-from rootbound.summary import describe_commands
 from tests.conftest import Harness
 from tests.test_commands_support import CommandServers
 

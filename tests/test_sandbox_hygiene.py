@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from rootbound.config import load_config
+from rootbound.report import describe_commands
 from rootbound.sandbox import bwrap, landlock
 from rootbound.sandbox.select import headline
-from rootbound.summary import describe_commands
 from tests.conftest import Harness
 from tests.test_commands_support import CommandServers, eventually
 

@@ -15,8 +15,8 @@ import anyio
 import pytest
 
 from rootbound.config import load_config
+from rootbound.report import describe_commands
 from rootbound.sandbox import bwrap
-from rootbound.summary import describe_commands
 from tests.conftest import Harness, text_of
 from tests.test_commands_support import CommandServers
 from tests.test_sandbox_cwd import READ_ONLY, server_with

@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 
 from rootbound.config import load_config
+from rootbound.report import describe_commands
 from rootbound.sandbox import bwrap, seccomp
 from rootbound.sandbox.select import headline
-from rootbound.summary import describe_commands
 from tests.test_commands_support import CommandServers
 
 NEEDS_BWRAP = pytest.mark.skipif(not bwrap.probe().ok, reason=f"bubblewrap unusable here: {bwrap.probe().detail}")
