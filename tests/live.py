@@ -163,10 +163,11 @@ import sys, uvicorn
 from rootbound.config import load_config
 from rootbound.logs import configure_logging
 from rootbound.server import App
+from rootbound.server.http import http_app
 configure_logging()
 app = App(load_config(sys.argv[1]))
 try:
-    uvicorn.run(app.http_app(json_response=True), host="127.0.0.1", port=app.config.port, log_config=None,
+    uvicorn.run(http_app(app, json_response=True), host="127.0.0.1", port=app.config.port, log_config=None,
                 log_level="warning")
 finally:
     app.close()

@@ -10,7 +10,7 @@ import pytest
 from mcp.client import ClientRequestContext
 from mcp.types import ErrorData, ListRootsResult
 
-from rootbound import roots_request
+from rootbound.server import roots_request
 from tests.conftest import Harness, MakeServer, RootsClient, no_host_path
 
 pytestmark = pytest.mark.anyio

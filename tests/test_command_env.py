@@ -4,16 +4,21 @@ variables are refused while the allowlist is restricted, unless the operator all
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from rootbound.execution.environment import EXEC_VARS
+from rootbound.sandbox import bwrap
 from tests.conftest import Harness
 from tests.test_commands_support import CommandServers
 
 pytestmark = pytest.mark.anyio
+
+NEEDS_BWRAP = pytest.mark.skipif(not bwrap.probe().ok, reason=f"bubblewrap unusable here: {bwrap.probe().detail}")
+SANDBOXES = [pytest.param("landlock"), pytest.param("bwrap", marks=NEEDS_BWRAP)]
 
 PAYLOAD = "touch MARKER; false"
 # Each makes `git` run PAYLOAD in the repository: a config entry git runs (core.fsmonitor, on status),
@@ -95,3 +100,37 @@ async def test_with_every_program_allowed_they_are_not_refused(servers: CommandS
     h = await servers({"allowed": "*"})
     got = await h.ok("execute_command", command="printenv GIT_PAGER", root="workspace", env={"GIT_PAGER": "cat"})
     assert got["stdout"] == "cat\n"
+
+
+@pytest.mark.parametrize("name", ["PATH", "BASH_ENV", "ENV", "LD_PRELOAD", "LD_LIBRARY_PATH"])
+async def test_environment_cannot_redirect_an_allowed_name(servers: CommandServers, tmp_path: Path,
+                                                           name: str) -> None:
+    ws = tmp_path / "workspace"
+    ws.mkdir()
+    marker = tmp_path / "M"
+    (ws / "ls").write_text(f"#!/bin/sh\ntouch {marker}\n")
+    (ws / "ls").chmod(0o755)
+    h = await servers({"allowed": ["ls", "sh"], "sandbox": "off"})
+    for tool, key in (("execute_command", "env"), ("shell", "environment")):
+        result = await h.call(tool, command="ls", root="workspace", **{key: {name: str(ws)}})
+        assert result.is_error
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+async def test_git_configuration_from_the_environment_is_confined(servers: CommandServers, tmp_path: Path,
+                                                                  outside: Path, sandbox: str) -> None:
+    """GIT_CONFIG_COUNT/KEY/VALUE is `git -c` through `env`: refused unless the operator allows it
+    (above); when allowed, the sandbox holds."""
+    ws = tmp_path / "workspace"
+    ws.mkdir()
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    h = await servers({"allowed": ["git"], "sandbox": sandbox, "read_paths": [str(outside)],
+                       "allowed_exec_vars": ["GIT_CONFIG_*"]})
+    env = {"GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "core.fsmonitor",
+           "GIT_CONFIG_VALUE_0": f"touch {outside}/marker; false", "GIT_CONFIG_KEY_1": "alias.x",
+           "GIT_CONFIG_VALUE_1": f"!touch {outside}/marker2 {ws}/inside-marker"}
+    await h.ok("execute_command", command="git status", root="workspace", env=env)
+    await h.ok("execute_command", command="git x", root="workspace", env=env)
+    assert sorted(os.listdir(outside)) == ["secret.txt"]
+    assert (ws / "inside-marker").exists()  # control: the injected command did run, confined

@@ -336,3 +336,29 @@ async def test_audit_log_has_one_line_per_command(servers: CommandServers, tmp_p
     assert ran["env_names"] == ["TOKEN"] and "do-not-log-me" not in audit.read_text()
     assert {"time", "cwd", "duration_ms"} <= set(ran)
     assert "command not allowed: pwd" in lines[1]["reason"]
+
+
+# -- names that are not the allowed program; a working directory that is not a directory --------------------------
+
+
+@pytest.mark.parametrize("command", ["./ls {m}", "VAR=x ls {m}", "\\./ls {m}", "ｌｓ {m}", "l\\s\\ {m}",
+                                     "{ws}/ls {m}", "/usr/bin/../../{ws}/ls {m}"])
+async def test_other_binaries_named_like_an_allowed_one(servers: CommandServers, tmp_path: Path,
+                                                        command: str) -> None:
+    ws = tmp_path / "workspace"
+    ws.mkdir()
+    marker = tmp_path / "M"
+    (ws / "ls").write_text(f"#!/bin/sh\ntouch {marker}\n")
+    (ws / "ls").chmod(0o755)
+    h = await servers({"allowed": ["ls"], "sandbox": "off"})
+    result = await h.call("execute_command", command=command.format(m=marker, ws=ws), root="workspace")
+    assert result.is_error or (result.structured_content or {}).get("exit_code") != 0
+    assert not marker.exists()
+
+
+async def test_a_fifo_as_cwd_is_an_error_not_a_hang(servers: CommandServers, tmp_path: Path) -> None:
+    (tmp_path / "workspace").mkdir()
+    os.mkfifo(tmp_path / "workspace" / "fifo")
+    h = await servers({"allowed": "*", "sandbox": "off"})
+    assert "not a directory" in await h.err("execute_command", command="true", cwd=str(tmp_path / "workspace/fifo"))
+    assert "not a directory" in (await h.err("execute_command", command="true", root="workspace", cwd="fifo")).lower()

@@ -214,3 +214,33 @@ async def test_refused_or_harmless(restricted: Harness, tmp_path: Path, script: 
     assert refused or not (tmp_path / "workspace" / "MARKER").exists(), error
     assert not (tmp_path / "workspace" / "MARKER").exists()
     assert not (tmp_path / "MARKER").exists() and not Path("/MARKER").exists()
+
+
+# -- the shell checker versus what /bin/sh runs: line continuations --------------------------------------------
+
+
+# /bin/sh deletes backslash-newline before it reads tokens, so `$\<newline>(` is `$(`; the parser saw plain text.
+CONTINUATIONS = [
+    'echo "$\\\n(touch {m})"',
+    "cat <<E\n$\\\n(touch {m})\nE",
+    "echo $\\\n(touch {m})",
+    "x=$\\\n{{y:-$(touch {m})}}; echo",
+    "echo hi &\\\n& touch {m}",
+    "to\\\nuch {m}",
+]
+
+
+@pytest.mark.parametrize("script", CONTINUATIONS)
+async def test_line_continuations_cannot_hide_a_command(servers: CommandServers, tmp_path: Path,
+                                                        script: str) -> None:
+    marker = tmp_path / "M"
+    h = await servers({"allowed": ["echo", "cat"], "sandbox": "off"})
+    result = await h.call("shell", command=script.format(m=marker), root="workspace")
+    assert result.is_error
+    assert not marker.exists()
+
+
+async def test_ordinary_line_continuations_still_run(servers: CommandServers) -> None:
+    h = await servers({"allowed": ["echo", "cat"], "sandbox": "off"})
+    got = await h.ok("shell", command="echo one \\\n  two \\\n  three && cat <<'E'\nraw\\\nE", root="workspace")
+    assert got["stdout"] == "one two three\nraw\\\n"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rootbound import cli, summary
+from rootbound import cli, report
 from rootbound.config import Config, config_json_schema, load_config
 from rootbound.errors import Kind
 from rootbound.server import App
@@ -162,7 +162,7 @@ def _app_with_every_tool(tmp_path: Path) -> App:
 def test_tools_md_is_generated_from_the_tool_definitions(tmp_path: Path) -> None:
     app = _app_with_every_tool(tmp_path)
     try:
-        expected = summary.tools_markdown(app)
+        expected = report.tools_markdown(app)
     finally:
         app.close()
     current = (REPO / "docs" / "tools.md").read_text()

@@ -14,11 +14,15 @@ import time
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 import yaml
+from mcp import Client
 
+from rootbound.config import load_config
+from rootbound.server import App
 from tests.conftest import MakeServer, text_of
 from tests.test_commands_support import CommandServers, eventually, file_text
 
@@ -160,3 +164,36 @@ async def test_processes_of_a_sigkilled_server_are_stopped_by_its_next_start(
     assert len(sleepers(tag)) == 2  # the server is gone, its command and the daemon are not
     await make_server({"ws": ws}, state_dir=str(tmp_path / "state"))
     assert await eventually(lambda: not sleepers(tag), 1.0)
+
+
+async def test_closing_one_app_leaves_another_apps_commands_alone(servers: CommandServers, tmp_path: Path) -> None:
+    """Each App owns the process groups of its commands: closing one (its shutdown kills what it runs) stops
+    neither the command of another App in the same process nor that command's daemon."""
+    h = await servers({"allowed": "*", "sandbox": "landlock"})
+    other_root = tmp_path / "other"
+    other_root.mkdir()
+    cfg_file = tmp_path / "other.yaml"
+    cfg_file.write_text(yaml.safe_dump({"roots": [{"name": "other", "path": str(other_root)}],
+                                        "commands": {"allowed": "*", "sandbox": "landlock"}}))
+    other = App(load_config(str(cfg_file), env={}))
+    theirs, mine = new_tag(), new_tag()
+    async with anyio.create_task_group() as tg:
+        results: list[dict[str, Any]] = []
+
+        async def long_call() -> None:
+            results.append(await h.ok("shell", command=f"{daemon(theirs)} echo up > up; sleep 2; echo done",
+                                      root="workspace"))
+
+        tg.start_soon(long_call)
+        await file_text(tmp_path / "workspace" / "up")
+        await started(theirs)
+        try:
+            async with Client(other.server) as client:
+                got = await client.call_tool("shell", {"command": f"{daemon(mine)} echo ok", "root": "other"})
+                assert not got.is_error
+        finally:
+            other.close()
+        assert await eventually(lambda: not sleepers(mine), 1.0), "the closed App's daemon outlived it"
+        assert sleepers(theirs), "closing one App stopped the daemon of another App's running command"
+    assert results[0]["exit_code"] == 0 and results[0]["stdout"] == "done\n", results
+    assert await eventually(lambda: not sleepers(theirs), 1.0)

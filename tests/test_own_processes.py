@@ -25,8 +25,9 @@ pytestmark = pytest.mark.anyio
 TOKEN = "token-the-helper-must-never-see"
 
 # Every place a Python started in (or told to import from) the working directory would pick code up.
-PLANTED = ("rootbound/__init__.py", "rootbound/fanout.py", "rootbound/sandbox/__init__.py",
-           "rootbound/sandbox/exec.py", "sitecustomize.py", "usercustomize.py", "re2.py", "zz-evil.pth")
+PLANTED = ("rootbound/__init__.py", "rootbound/grep/__init__.py", "rootbound/grep/helper.py",
+           "rootbound/sandbox/__init__.py", "rootbound/sandbox/exec.py", "sitecustomize.py", "usercustomize.py",
+           "re2.py", "zz-evil.pth")
 
 
 def plant(root: Path, marks: Path) -> None:
@@ -51,7 +52,7 @@ def children(pid: int) -> list[int]:
 def helper_pid(server: int) -> int | None:
     for pid in children(server):
         try:
-            if b"rootbound.fanout" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if b"rootbound.grep.helper" in Path(f"/proc/{pid}/cmdline").read_bytes():
                 return pid
         except OSError:
             continue

@@ -14,7 +14,7 @@ import yaml
 from mcp import Client
 
 from rootbound.config import load_config
-from rootbound.execution.summary import describe_commands
+from rootbound.report import describe_commands
 from rootbound.sandbox import bwrap
 from rootbound.server import App
 from tests.conftest import Harness

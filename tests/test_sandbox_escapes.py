@@ -291,3 +291,58 @@ async def test_a_root_editable_only_by_edit_file_is_writable_for_commands(server
     h = Harness(app, await servers.stack.enter_async_context(Client(app.server)))
     await h.ok("shell", command="echo built > out.txt", root="src")
     assert (src / "out.txt").read_text() == "built\n"
+
+
+# -- UNIX sockets outside the roots ----------------------------------------------------------------------------
+
+
+PYTHON = "/usr/bin/python3"  # the system interpreter: visible inside the sandbox, unlike a user's shims
+NEEDS_PYTHON = pytest.mark.skipif(not os.path.exists(PYTHON), reason=f"{PYTHON} is not installed")
+
+
+@pytest.fixture
+def listener(tmp_path: Path) -> Iterator[tuple[Path, socket.socket]]:
+    """A pathname UNIX socket outside the roots, standing for /run/docker.sock or a root tmux server."""
+    where = tmp_path / "outside-sock"
+    where.mkdir()
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(where / "agent.sock"))
+        sock.listen()
+        sock.setblocking(False)
+        yield where, sock
+
+
+def _accepted(sock: socket.socket) -> bool:
+    try:
+        conn, _ = sock.accept()
+    except BlockingIOError:
+        return False
+    conn.close()
+    return True
+
+
+CONNECT = PYTHON + " -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{p}'); print('CONNECTED')\""
+
+
+@NEEDS_PYTHON
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+async def test_no_unix_socket_outside_the_roots(servers: CommandServers, listener: tuple[Path, socket.socket],
+                                                sandbox: str) -> None:
+    """A directory the command can see (read_paths here; under Landlock alone also its working directory outside the
+    roots) shows its sockets too, and a read-only bind does not stop connect(). With the network off, no UNIX socket
+    can be created at all."""
+    where, sock = listener
+    h = await servers({"allowed": "*", "sandbox": sandbox})
+    command = CONNECT.format(p=where / "agent.sock")
+    got = await h.ok("execute_command", command=command, cwd=str(where))
+    assert got["exit_code"] != 0 and "CONNECTED" not in got["stdout"]
+    assert (await h.call("shell", command=command, working_directory=str(where))).is_error
+    assert not _accepted(sock)
+    # Pipes and socketpair() still work: they reach nobody else.
+    got = await h.ok("execute_command", command=PYTHON + " -c \"import socket; a, b = socket.socketpair(); "
+                     "a.send(b'ok'); print(b.recv(2).decode())\"", root="workspace")
+    assert got["stdout"] == "ok\n"
+    # Control: with the network allowed, the same command does connect.
+    h = await servers({"allowed": "*", "sandbox": sandbox, "network": True, "read_paths": [str(where)]})
+    got = await h.ok("execute_command", command=command, cwd=str(where))
+    assert got["stdout"] == "CONNECTED\n" and _accepted(sock)

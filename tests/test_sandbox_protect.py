@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from rootbound.config import load_config
-from rootbound.execution.summary import describe_commands
+from rootbound.report import describe_commands
 from rootbound.sandbox import bwrap
 from tests.conftest import Harness, text_of
 from tests.test_commands_support import CommandServers

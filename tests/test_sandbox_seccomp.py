@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from rootbound.config import load_config
-from rootbound.execution.summary import describe_commands
+from rootbound.report import describe_commands
 from rootbound.sandbox import bwrap, seccomp
 from rootbound.sandbox.select import headline
 from tests.test_commands_support import CommandServers

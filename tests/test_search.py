@@ -17,9 +17,9 @@ from typing import Any
 import anyio
 import pytest
 
-from rootbound import fanout
-from rootbound.fanout import Helper
-from rootbound.searching import CUT, LINE_CAP
+from rootbound.grep import helper as fanout
+from rootbound.grep.helper import Helper
+from rootbound.grep.scanner import CUT, LINE_CAP
 from tests.conftest import Harness, MakeServer, no_host_path
 
 pytestmark = pytest.mark.anyio
@@ -57,18 +57,25 @@ async def big(make_server: MakeServer, tmp_path: Path) -> AsyncIterator[tuple[Ha
         shutil.rmtree(base, ignore_errors=True)
 
 
+def helper_ready(server: Harness) -> None:
+    """Wait until the server's grep helper process has started (the first calls start it) and is free."""
+    deadline = time.monotonic() + 30
+    while (helper := server.app.grep_helper.acquire()) is None:
+        assert time.monotonic() < deadline, "the grep helper process did not start"
+        time.sleep(0.02)
+    helper.release()
+
+
 @pytest.fixture(params=["here", "helper"])
 def grep_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Run a grep test with the search in this process only, and with the helper process taking batches."""
+    """Run a grep test with the search in this process only, and with the test server's helper process taking
+    batches (the test's `server`, or the one of `big`)."""
     if request.param == "here":
         monkeypatch.setenv("ROOTBOUND_GREP_HELPER", "off")
         return "here"
     monkeypatch.delenv("ROOTBOUND_GREP_HELPER", raising=False)
-    deadline = time.monotonic() + 30
-    while (helper := Helper.acquire()) is None:  # the first calls start it; wait until it is ready
-        assert time.monotonic() < deadline, "the grep helper process did not start"
-        time.sleep(0.02)
-    helper.release()
+    helper_ready(request.getfixturevalue("big")[0] if "big" in request.fixturenames
+                 else request.getfixturevalue("server"))
     return "helper"
 
 
@@ -391,6 +398,32 @@ async def test_glob_timeout_returns_partial_results(server: Harness, workspace: 
     assert full["timed_out"] is False and full["total_matches"] == 3000
 
 
+async def test_a_huge_glob_is_refused_at_once(server: Harness, workspace: Path) -> None:
+    """Brace expansion (bracex) spent over 25 s on a 10 MB glob, holding a worker thread the whole time."""
+    (workspace / "a.txt").write_text("x\n")
+    huge = "{a,b}" + "c" * 1_000_000
+    start = time.monotonic()
+    assert await server.err("glob", root="workspace", pattern=huge) == \
+        "invalid pattern: 1000005 characters is too long for a glob (at most 10000); shorten it"
+    assert await server.err("grep", root="workspace", pattern="x", glob_filter=huge) == \
+        "invalid glob_filter: 1000005 characters is too long for a glob (at most 10000); shorten it"
+    assert time.monotonic() - start < 2
+    # The longest glob accepted still works.
+    longest = "*" + "{,x}" * 3 + "*" * (10_000 - 13)
+    assert paths(await server.ok("glob", root="workspace", pattern=longest)) == ["a.txt"]
+
+
+async def test_braces_that_expand_too_far_are_an_error_not_a_crash(server: Harness) -> None:
+    """`{a,b}` twenty times over is a million patterns: wcmatch refuses it, which was an internal error."""
+    wide = "{a,b}" * 20
+    assert await server.err("glob", root="workspace", pattern=wide) == \
+        "invalid pattern: its {a,b} alternatives expand to more than 1000 patterns; use fewer"
+    assert await server.err("grep", root="workspace", pattern="x", glob_filter=wide) == \
+        "invalid glob_filter: its {a,b} alternatives expand to more than 1000 patterns; use fewer"
+    assert await server.err("grep", root="workspace", pattern="x", glob_filter="src/" + wide) == \
+        "invalid glob_filter: its {a,b} alternatives expand to more than 1000 patterns; use fewer"
+
+
 # -- E2E-003: search, patch, search again -----------------------------------------------------------
 
 
@@ -506,9 +539,7 @@ async def test_many_batches_give_the_same_answer_both_ways(server: Harness, work
     for mode in ("off", "on"):
         monkeypatch.setenv("ROOTBOUND_GREP_HELPER", mode)
         if mode == "on":
-            while (helper := Helper.acquire()) is None:
-                time.sleep(0.02)
-            helper.release()
+            helper_ready(server)
         before = open_fds()
         answers[mode] = await server.ok("grep", root="workspace", pattern="hit", max_results=10_000,
                                         context_lines=1)
@@ -537,6 +568,45 @@ async def test_helper_dying_mid_search_loses_nothing(server: Harness, workspace:
     assert got == expected and got["total_matches"] == 400
 
 
+async def test_a_call_finding_the_helper_dead_leaves_it_to_the_call_using_it(server: Harness, workspace: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen under load (bench/soak.py's load-http pass, 1 call in 20,000): a grep found the shared helper dead and
+    closed it, shared memory included, while another grep still held it; that grep then crashed in its clean-up
+    with "ValueError: mmap closed or invalid" (an internal error instead of its answer)."""
+    for i in range(400):
+        (workspace / f"f{i:03}.txt").write_text(f"hit {i}\n")
+    monkeypatch.delenv("ROOTBOUND_GREP_HELPER", raising=False)
+    helper_ready(server)
+    real_replies = fanout.Helper.replies
+    others: list[Helper | None] = []
+
+    def dying_replies(self: Helper, wait: float) -> Any:
+        if not others:
+            self._proc.kill()
+            self._proc.wait()
+            others.append(server.app.grep_helper.acquire())  # another grep meanwhile: finds it dead
+        return real_replies(self, 1.0)
+
+    monkeypatch.setattr(fanout.Helper, "replies", dying_replies)
+    got = await server.ok("grep", root="workspace", pattern="hit", max_results=10_000)
+    assert got["total_matches"] == 400
+    assert others == [None]  # the other call went on without it (and started a new one)
+
+
+async def test_the_helper_outlives_the_thread_that_started_it(server: Harness, workspace: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """PR_SET_PDEATHSIG fires when the *thread* that started a process ends: the helper, started from a grep's worker
+    thread, was killed when that thread retired (anyio ends workers idle for 10 s), under load in mid-search."""
+    monkeypatch.delenv("ROOTBOUND_GREP_HELPER", raising=False)
+    starter = threading.Thread(target=helper_ready, args=(server,))  # its first acquire starts the helper
+    starter.start()
+    starter.join()
+    time.sleep(0.3)  # time for a parent-death signal to land
+    helper = server.app.grep_helper.acquire()
+    assert helper is not None, "the helper died with the thread that started it"
+    helper.release()
+
+
 async def test_cancelled_call_stops_its_search(big: tuple[Harness, Path], grep_mode: str) -> None:
     server, workspace = big
     sparse(workspace / "huge.txt", 1 << 40, {0: b"match at the start\n" + TEXT_START})
@@ -545,7 +615,7 @@ async def test_cancelled_call_stops_its_search(big: tuple[Harness, Path], grep_m
     start = time.monotonic()
     # The search behind the cancelled call stops within a block or two: the helper is free again.
     if grep_mode == "helper":
-        while (helper := Helper.acquire()) is None:
+        while (helper := server.app.grep_helper.acquire()) is None:
             assert time.monotonic() - start < 5, "the cancelled search kept the helper busy"
             await anyio.sleep(0.02)
         helper.release()
@@ -555,7 +625,7 @@ async def test_cancelled_call_stops_its_search(big: tuple[Harness, Path], grep_m
 
 async def test_output_budget_truncates(server: Harness, workspace: Path, grep_mode: str,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    from rootbound.tools import search
+    from rootbound.grep import contents as search
 
     monkeypatch.setattr(search, "OUTPUT_BUDGET", 50_000)
     for i in range(100):

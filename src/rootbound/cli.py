@@ -70,14 +70,14 @@ def _load(args: argparse.Namespace) -> Config:
 
 def _reach_checks(command: str, config: Config) -> tuple[int | None, list[str]]:
     """Refuse a configuration that lets the agent change the server's own code; the warnings to show."""
-    from rootbound import installation
+    from rootbound import preflight
 
     if command not in ("serve", "check", "call"):
         return None, []
-    refused = installation.refusals(config)
+    refused = preflight.refusals(config)
     for reason in refused:
         print(f"rootbound: refusing to serve: {reason}", file=sys.stderr)
-    return (1 if refused else None), installation.warnings(config)
+    return (1 if refused else None), preflight.warnings(config)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -113,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                            host=config.host, port=config.port, token=bool(config.auth_token))), end="")
         return 0
 
-    from rootbound import summary
+    from rootbound import report
     from rootbound.server import App, run  # imports the MCP SDK (~0.7 s): only when needed
 
     try:
@@ -122,9 +122,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rootbound: cannot open root: {exc}", file=sys.stderr)
         return 1
     if args.command == "serve":
-        from rootbound.listening import ListenError
         from rootbound.logs import log
-        from rootbound.overlaps import nesting_warnings
+        from rootbound.preflight import nesting_warnings
+        from rootbound.server.listening import ListenError
 
         # Root names and user names only: no host paths in the log.
         for warning in [*warnings, *nesting_warnings(app.roots.values())]:
@@ -136,13 +136,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
     try:
         if args.command == "check":
-            data = summary.policy(app)
+            data = report.policy(app)
             data["warnings"] = [*warnings, *data["warnings"]]
-            print(json.dumps(data, indent=2) if args.json else summary.render_policy(data))
-            return 1 if summary.problems(data) else 0
+            print(json.dumps(data, indent=2) if args.json else report.render_policy(data))
+            return 1 if report.problems(data) else 0
         if args.command == "tools":
             if args.markdown:
-                print(summary.tools_markdown(app), end="")
+                print(report.tools_markdown(app), end="")
                 return 0
             for spec in app.tools.values():
                 print(f"{spec.name:18} {spec.title}")

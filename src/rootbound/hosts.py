@@ -10,7 +10,7 @@ default port is left out), so `name:*` alone would refuse every normal HTTPS cli
 
 IPv6 literals are written `[2001:db8::1]` (optionally with `:port` or `:*`); a bare literal is
 bracketed. Names are compared lower-case: entries are lowered here, the request's Host header by
-`LowercaseHost` (the SDK compares strings exactly; host names are case-insensitive). Origins
+`server.http.LowercaseHost` (the SDK compares strings exactly; host names are case-insensitive). Origins
 (`scheme://host[:port|:*]`) get the same treatment, except that a port-less origin is accepted for
 `:port` only when it is the scheme's default port: browsers never send `:443` for https, but `:8443`
 is another site.
@@ -22,9 +22,7 @@ import ipaddress
 import re
 from collections.abc import Iterable
 
-from starlette.types import ASGIApp, Receive, Scope, Send
-
-__all__ = ["LowercaseHost", "check_host", "check_origin", "host_patterns", "origin_patterns", "url_host"]
+__all__ = ["check_host", "check_origin", "host_patterns", "origin_patterns", "url_host"]
 
 _NAME = re.compile(r"^[a-z0-9_-]+(\.[a-z0-9_-]+)*$")  # DNS names, IPv4, and container names (with _)
 _DEFAULT_PORTS = {"http": "80", "https": "443"}
@@ -113,16 +111,3 @@ def origin_patterns(entries: Iterable[str]) -> list[str]:
 def url_host(host: str) -> str:
     """A bind address as it appears in a Host header or URL (IPv6 literals bracketed)."""
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
-
-
-class LowercaseHost:
-    """ASGI middleware: the Host header lower-cased before the SDK's exact-string Host check sees it."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            headers = [(k, v.lower()) if k == b"host" else (k, v) for k, v in scope["headers"]]
-            scope = {**scope, "headers": headers}
-        await self.app(scope, receive, send)

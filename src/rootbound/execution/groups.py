@@ -15,8 +15,8 @@ registered). A stray that scrubbed its environment is not recognised; under
 bubblewrap the PID namespace ends it anyway. Without the subreaper (prctl
 refused), `sweep` scans all of /proc for the id instead.
 
-Groups still running are remembered, so server shutdown and interpreter exit
-can kill them (`kill_all`).
+Groups still running are remembered by the App that runs them (`ProcessGroups`), so
+its close and interpreter exit can kill them (`kill_all`).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import contextlib
 import os
 import signal
 import time
+import weakref
 from collections.abc import Iterator
 
 import anyio
@@ -33,29 +34,122 @@ import anyio
 from rootbound.execution.environment import COMMAND_ID_VAR
 from rootbound.libc import libc
 
-__all__ = ["KILL_GRACE", "become_subreaper", "is_subreaper", "kill_all", "live_members", "register", "running",
-           "spawning", "stop_strays", "sweep", "sweep_ids", "terminate_group", "unregister"]
+__all__ = ["KILL_GRACE", "ProcessGroups", "become_subreaper", "is_subreaper", "live_members", "sweep", "sweep_ids",
+           "terminate_group"]
 
 KILL_GRACE = 1.0  # seconds between SIGTERM and SIGKILL
 _POLL = 0.02
 _ROUNDS = 50  # rounds of stray killing per command end (each re-parents the next generation to us)
 _PR_SET_CHILD_SUBREAPER = 36
-_LIVE: set[int] = set()  # command leaders (= process groups) whose status a watcher of theirs will collect
-_UNREAPED: set[int] = set()  # leaders no longer running as commands, not yet collected by their watchers
-_RUNNING: set[str] = set()  # ids of the commands running now
-_spawning = 0  # spawns under way: a leader not yet registered may exist
 _subreaper = False
 
 
-def register(pgid: int) -> None:
-    _LIVE.add(pgid)
+class ProcessGroups:
+    """The command groups of one App: the leaders it is running, the ids of its commands, its spawns under way.
+
+    The App owns one and kills what is left in it when it closes. Strays, though, are children of the *process*
+    (the subreaper is process-wide), so a stray round consults every App's registry (`_REGISTRIES`): it never
+    takes another App's leader for a stray, nor kills the strays of a command another App is still running.
+    """
+
+    def __init__(self) -> None:
+        self._live: set[int] = set()  # leaders (= process groups) whose status a watcher of theirs will collect
+        self._unreaped: set[int] = set()  # leaders no longer running as commands, not yet collected by watchers
+        self._running: set[str] = set()  # ids of the commands running now
+        self._spawning = 0  # spawns under way: a leader not yet registered may exist
+        _REGISTRIES.add(self)
+
+    def register(self, pgid: int) -> None:
+        self._live.add(pgid)
+
+    def unregister(self, pgid: int, *, reaped: bool = True) -> None:
+        """The command is over; `reaped=False` when its leader's watcher has yet to collect it (keep off it)."""
+        self._live.discard(pgid)
+        if not reaped:
+            self._unreaped.add(pgid)
+
+    @contextlib.contextmanager
+    def running(self, command_id: str) -> Iterator[None]:
+        """While the block runs, processes carrying this command id are not leftovers of a finished command."""
+        self._running.add(command_id)
+        try:
+            yield
+        finally:
+            self._running.discard(command_id)
+
+    @contextlib.contextmanager
+    def spawning(self) -> Iterator[None]:
+        """Around a spawn and the leader's `register`: meanwhile no dead stray is reaped (it could be the new
+        leader)."""
+        self._spawning += 1
+        try:
+            yield
+        finally:
+            self._spawning -= 1
+
+    def kill_all(self) -> None:
+        """SIGKILL every command group of this App still running, and the strays of its commands and of finished
+        ones (App close, interpreter exit)."""
+        for pgid in list(self._live):
+            with contextlib.suppress(OSError):
+                os.killpg(pgid, signal.SIGKILL)
+        self._live.clear()
+        if _subreaper:
+            for _ in range(_ROUNDS):
+                if not self._stray_round(None):
+                    break
+                time.sleep(0.005)
+
+    async def stop_strays(self, command_id: str) -> int:
+        """Kill and reap every stray of this command (and leftovers of finished ones); return how many rounds
+        acted.
+
+        Runs on the event loop's thread, between awaits, so no spawn can start inside a round."""
+        if not _subreaper:
+            return 0
+        rounds = 0
+        for _ in range(_ROUNDS):
+            if not self._stray_round(command_id):
+                break
+            rounds += 1
+            await anyio.sleep(0.005)  # SIGKILLed processes die and re-parent their children meanwhile
+        return rounds
+
+    def _stray_round(self, command_id: str | None) -> int:
+        """One pass over our children: kill the strays of `command_id` (None: of every command of this App) and of
+        commands no longer running anywhere, and reap strays that are dead. Returns how many were killed or
+        reaped."""
+        mine = os.getsid(0)
+        acted = 0
+        for pid in list(self._unreaped):
+            if not os.path.exists(f"/proc/{pid}"):
+                self._unreaped.discard(pid)  # collected by its watcher
+        registries = list(_REGISTRIES)
+        leaders = set().union(*(r._live | r._unreaped for r in registries))
+        running = set().union(*(r._running for r in registries))
+        spawning = any(r._spawning for r in registries)
+        for pid in _children():
+            if pid in leaders:
+                continue  # a command's leader: its own watcher reaps it
+            fields = _stat_all(str(pid))
+            if fields is None or fields[3] == mine:
+                continue  # gone, or in our own session: a helper the server started itself (grep's), not a command's
+            if fields[0] in ("Z", "X"):
+                if not spawning:  # else it might be a leader that exited before it was registered
+                    _reap(pid)
+                    acted += 1
+                continue
+            owner = _command_id(pid)
+            if owner and (owner == command_id or owner not in running
+                          or (command_id is None and owner in self._running)):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+                    acted += 1
+        return acted
 
 
-def unregister(pgid: int, *, reaped: bool = True) -> None:
-    """The command is over; `reaped=False` when its leader's watcher has yet to collect it (keep off it)."""
-    _LIVE.discard(pgid)
-    if not reaped:
-        _UNREAPED.add(pgid)
+# Every App's registry, for the stray rounds and interpreter exit: an index, not state (each App owns its own).
+_REGISTRIES: weakref.WeakSet[ProcessGroups] = weakref.WeakSet()
 
 
 def become_subreaper() -> bool:
@@ -70,41 +164,11 @@ def is_subreaper() -> bool:
     return _subreaper
 
 
-@contextlib.contextmanager
-def running(command_id: str) -> Iterator[None]:
-    """While the block runs, processes carrying this command id are not leftovers of a finished command."""
-    _RUNNING.add(command_id)
-    try:
-        yield
-    finally:
-        _RUNNING.discard(command_id)
-
-
-@contextlib.contextmanager
-def spawning() -> Iterator[None]:
-    """Around a spawn and the leader's `register`: meanwhile no dead stray is reaped (it could be the new leader)."""
-    global _spawning
-    _spawning += 1
-    try:
-        yield
-    finally:
-        _spawning -= 1
-
-
-def kill_all() -> None:
-    """SIGKILL every command group still running, and every stray (server shutdown, interpreter exit)."""
-    for pgid in list(_LIVE):
-        with contextlib.suppress(OSError):
-            os.killpg(pgid, signal.SIGKILL)
-    _LIVE.clear()
-    if _subreaper:
-        for _ in range(_ROUNDS):
-            if not _stray_round(None):
-                break
-            time.sleep(0.005)
-
-
-atexit.register(kill_all)
+@atexit.register
+def _kill_everything() -> None:
+    """No command outlives the interpreter, whichever App started it."""
+    for registry in list(_REGISTRIES):
+        registry.kill_all()
 
 
 def _stat_fields(pid: str) -> tuple[str, int] | None:
@@ -204,48 +268,6 @@ def _command_id(pid: int) -> str | None:
 def _reap(pid: int) -> None:
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-
-
-def _stray_round(command_id: str | None) -> int:
-    """One pass over our children: kill the strays of `command_id` (None: of every command) and of commands no
-    longer running, and reap strays that are dead. Returns how many were killed or reaped."""
-    mine = os.getsid(0)
-    acted = 0
-    for pid in list(_UNREAPED):
-        if not os.path.exists(f"/proc/{pid}"):
-            _UNREAPED.discard(pid)  # collected by its watcher
-    for pid in _children():
-        if pid in _LIVE or pid in _UNREAPED:
-            continue  # a command's leader: its own watcher reaps it
-        fields = _stat_all(str(pid))
-        if fields is None or fields[3] == mine:
-            continue  # gone, or in our own session: a helper the server started itself (grep's), not a command's
-        if fields[0] in ("Z", "X"):
-            if not _spawning:  # else it might be a leader that exited before it was registered
-                _reap(pid)
-                acted += 1
-            continue
-        owner = _command_id(pid)
-        if owner and (command_id is None or owner == command_id or owner not in _RUNNING):
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-                acted += 1
-    return acted
-
-
-async def stop_strays(command_id: str) -> int:
-    """Kill and reap every stray of this command (and leftovers of finished ones); return how many rounds acted.
-
-    Runs on the event loop's thread, between awaits, so no spawn can start inside a round."""
-    if not _subreaper:
-        return 0
-    rounds = 0
-    for _ in range(_ROUNDS):
-        if not _stray_round(command_id):
-            break
-        rounds += 1
-        await anyio.sleep(0.005)  # SIGKILLed processes die and re-parent their children meanwhile
-    return rounds
 
 
 def sweep_ids(command_ids: list[str], marker_var: str = COMMAND_ID_VAR) -> int:

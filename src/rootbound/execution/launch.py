@@ -42,6 +42,9 @@ class Launch:
     cwd_path: str  # its canonical path (for PWD, and for a sandbox to bind)
     env: Mapping[str, str]
     roots: Sequence[Root] = ()  # the roots in force for this call: what a sandbox lets the command reach
+    # The programs the allowlist names by absolute path: a sandbox lets the command read and execute these files
+    # wherever they are (plain data, so that a sandbox needs nothing of the policy).
+    programs: Sequence[str] = ()
     # Set by a sandbox: start the command this way instead of the event loop's subprocess support.
     spawn: Callable[[Launch], Awaitable[Child]] | None = None
     popen_options: Mapping[str, Any] = field(default_factory=dict)  # extra subprocess options (pass_fds, user)

@@ -123,7 +123,7 @@ async def _spawn(launch: Launch) -> Child:
     return _LoopChild(transport, protocol, loop)
 
 
-async def _cleanup(child: Child, command_id: str, abnormal: bool) -> None:
+async def _cleanup(child: Child, command_id: str, abnormal: bool, registry: groups.ProcessGroups) -> None:
     """Leave nothing running: the group (if any member is left), stragglers, the pipes."""
     pgid = child.pid
     try:
@@ -134,30 +134,30 @@ async def _cleanup(child: Child, command_id: str, abnormal: bool) -> None:
                 await child.exited.wait()
             # The leader is gone, so its daemons are ours now (subreaper): kill them, whatever the ending.
             if groups.is_subreaper():
-                await groups.stop_strays(command_id)
+                await registry.stop_strays(command_id)
             elif abnormal:
                 await anyio.to_thread.run_sync(groups.sweep, COMMAND_ID_VAR, command_id)
     finally:
-        groups.unregister(pgid, reaped=child.exited.is_set())
+        registry.unregister(pgid, reaped=child.exited.is_set())
         child.close()
 
 
-async def run(launch: Launch, *, timeout: float, max_output: int, command_id: str,
+async def run(launch: Launch, *, timeout: float, max_output: int, command_id: str, registry: groups.ProcessGroups,
               open_spill: Callable[[str], SpillFile | None] | None = None,
               progress: ProgressFeed | None = None) -> RunResult:
     on_lines = progress.add if progress is not None else None
     out = Capture("stdout", max_output, open_spill, on_lines)
     err = Capture("stderr", max_output, open_spill, on_lines)
-    with groups.running(command_id), recovery.command_running(command_id):
-        return await _run(launch, timeout, command_id, out, err, progress)
+    with registry.running(command_id), recovery.command_running(command_id):
+        return await _run(launch, timeout, command_id, out, err, progress, registry)
 
 
 async def _run(launch: Launch, timeout: float, command_id: str, out: Capture, err: Capture,
-               progress: ProgressFeed | None) -> RunResult:
+               progress: ProgressFeed | None, registry: groups.ProcessGroups) -> RunResult:
     start = time.perf_counter()
-    with groups.spawning():
+    with registry.spawning():
         child = await _spawn(launch)
-        groups.register(child.pid)
+        registry.register(child.pid)
     readers = [asyncio.ensure_future(_read(child.stdout, out)), asyncio.ensure_future(_read(child.stderr, err))]
     pump = asyncio.ensure_future(progress.pump()) if progress is not None else None
     waiter = asyncio.ensure_future(child.exited.wait())
@@ -173,7 +173,7 @@ async def _run(launch: Launch, timeout: float, command_id: str, out: Capture, er
             held_open = True
             await groups.terminate_group(child.pid)
             if groups.is_subreaper():
-                await groups.stop_strays(command_id)
+                await registry.stop_strays(command_id)
             else:
                 await anyio.to_thread.run_sync(groups.sweep, COMMAND_ID_VAR, command_id)
             await asyncio.wait(pending, timeout=0.5)
@@ -181,7 +181,7 @@ async def _run(launch: Launch, timeout: float, command_id: str, out: Capture, er
     finally:
         for task in (*readers, waiter, *((pump,) if pump else ())):
             task.cancel()
-        await _cleanup(child, command_id, abnormal)
+        await _cleanup(child, command_id, abnormal, registry)
     stdout, stderr = out.finish(), err.finish()
     if progress is not None:
         with anyio.move_on_after(0.5):  # the last lines, unless the client is too slow to take them

@@ -21,6 +21,7 @@ from rootbound.config import Config
 from rootbound.errors import Denied, ToolError
 from rootbound.execution.audit import write_audit
 from rootbound.execution.environment import build_env, check_assignment
+from rootbound.execution.groups import ProcessGroups
 from rootbound.execution.launch import UNCONFINED, Launch, Launcher
 from rootbound.execution.policy import CommandPolicy, policy_for
 from rootbound.execution.progress import ProgressFeed, Send
@@ -31,7 +32,7 @@ from rootbound.execution.words import CommandSyntaxError, OperatorError, split_c
 from rootbound.execution.workdir import WorkDir, open_workdir
 from rootbound.fs import Root
 
-__all__ = ["ENOENT_HINT", "SHELL", "CommandRequest", "Outcome", "execute"]
+__all__ = ["ENOENT_HINT", "SHELL", "CommandHost", "CommandQueue", "CommandRequest", "Outcome", "execute"]
 
 SHELL = "/bin/sh"
 ENOENT_HINT = ("Note: This tool does not support interactive commands. Ensure the command is non-interactive and the "
@@ -57,14 +58,38 @@ class Outcome:
     removed: list[str] = field(default_factory=list)  # protected paths the command created, removed after it
 
 
-_limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, asyncio.Semaphore]] = \
-    weakref.WeakKeyDictionary()
+class CommandQueue:
+    """At most `size` commands of one App at once; the others wait their turn."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        # One semaphore per event loop: a semaphore is bound to the loop it first waits on.
+        self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = \
+            weakref.WeakKeyDictionary()
+
+    def turn(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        semaphore = self._per_loop.get(loop)
+        if semaphore is None:
+            semaphore = self._per_loop[loop] = asyncio.Semaphore(self.size)
+        return semaphore
 
 
-def _limiter(size: int) -> asyncio.Semaphore:
-    """The queue for this server's commands (one per event loop: semaphores are bound to one)."""
-    per_loop = _limiters.setdefault(asyncio.get_running_loop(), {})
-    return per_loop.setdefault(size, asyncio.Semaphore(size))
+@dataclass
+class CommandHost:
+    """What an App builds once, from its configuration, to run commands, and closes: the launcher (how commands
+    are confined, chosen at start-up), the queue, and the registry of their process groups."""
+
+    launcher: Launcher
+    queue: CommandQueue
+    groups: ProcessGroups = field(default_factory=ProcessGroups)
+
+    @classmethod
+    def build(cls, config: Config, launcher: Launcher = UNCONFINED) -> CommandHost:
+        return cls(launcher, CommandQueue(config.commands.max_concurrent))
+
+    def close(self) -> None:
+        self.groups.kill_all()  # no command outlives the App
 
 
 def _operator_message(op: str) -> str:
@@ -134,9 +159,9 @@ def _spill_opener(area: SpillArea | None, command_id: str, limit: int) -> Callab
 
 
 async def execute(request: CommandRequest, *, config: Config, roots: Mapping[str, Root], project_dir: str,
-                  progress: Send | None = None, launcher: Launcher = UNCONFINED,
-                  spill: SpillArea | None = None) -> Outcome:
+                  host: CommandHost, progress: Send | None = None, spill: SpillArea | None = None) -> Outcome:
     """Check and run one command; raise `ToolError`/`Denied` (nothing run) or return what happened."""
+    launcher = host.launcher
     policy = policy_for(config.commands)
     command_id = new_command_id()
     record: dict[str, Any] = {"tool": request.tool, "command": request.command, "root": request.root,
@@ -167,7 +192,7 @@ async def execute(request: CommandRequest, *, config: Config, roots: Mapping[str
             workdir.close()
         timeout = min(request.timeout or config.commands.default_timeout, config.commands.max_timeout)
         queued = time.perf_counter()
-        async with _limiter(config.commands.max_concurrent):
+        async with host.queue.turn():
             record["queued_ms"] = round((time.perf_counter() - queued) * 1000, 2)
             workdir = open_workdir(roots, project_dir, request.cwd, request.root, config.commands.allowed_cwd_roots)
             try:
@@ -178,13 +203,14 @@ async def execute(request: CommandRequest, *, config: Config, roots: Mapping[str
                 try:
                     # A root whose directory vanished is left out of the sandbox's view (it has nothing to show).
                     launch = launcher.wrap(Launch(executable, argv, workdir.fd, workdir.path, env,
-                                                  roots=tuple(r for r in roots.values() if r.available())))
+                                                  roots=tuple(r for r in roots.values() if r.available()),
+                                                  programs=tuple(p.path for p in policy.paths)))
                 except OSError as exc:
                     raise ToolError(f"cannot set up the command sandbox: {exc}; nothing was run") from None
                 removed: list[str] = []
                 try:
                     result = await run(launch, timeout=timeout, max_output=config.commands.max_output_size,
-                                       command_id=command_id,
+                                       command_id=command_id, registry=host.groups,
                                        open_spill=_spill_opener(spill, command_id, config.commands.max_spill_size),
                                        progress=ProgressFeed(progress) if progress is not None else None)
                 finally:

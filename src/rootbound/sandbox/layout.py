@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from rootbound.catalogue import WRITING_TOOLS
 from rootbound.config import CommandsConfig
 from rootbound.execution.launch import Launch
-from rootbound.execution.policy import policy_for
 from rootbound.fs import Root
 
 __all__ = ["DEVICES", "SYSTEM_PATHS", "WRITING_TOOLS", "Layout", "is_under", "layout", "work_areas"]
@@ -100,7 +99,7 @@ def layout(launch: Launch, config: CommandsConfig) -> Layout:
     home = launch.env.get("HOME")
     visible = (*read_paths, *write_paths, *areas, *by_path)
     cwd_visible = any(is_under(launch.cwd_path, p) for p in visible)
-    wanted = [launch.executable, *(p.path for p in policy_for(config).paths)]
+    wanted = [launch.executable, *launch.programs]
     programs = tuple(p for p in dict.fromkeys(wanted)
                      if os.path.isabs(p) and os.path.isfile(p) and not any(is_under(p, v) for v in visible))
     if home is None or not os.path.isabs(home) or not any(is_under(os.path.normpath(home), p) for p in visible):

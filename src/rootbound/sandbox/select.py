@@ -96,11 +96,12 @@ def launcher_for(config: Config) -> Launcher:
     return _choose(config)
 
 
-def headline(config: Config) -> str:
-    """One line for the startup log: what confines commands (probes once, like the first command would)."""
+def headline(config: Config, launcher: Launcher | None = None) -> str:
+    """One line for the startup log: what confines commands (`launcher`: the App's; else the configuration's)."""
     if not config.commands.allowed:
         return "commands: off"
-    launcher = launcher_for(config)
+    if launcher is None:
+        launcher = launcher_for(config)
     if isinstance(launcher, BwrapLauncher):
         inner = f" + Landlock ABI {launcher.level.abi} inside" if launcher.level.available else ""
         return f"commands sandbox: {launcher.version}{inner}"

@@ -27,9 +27,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rootbound.catalogue import RUNS
 from rootbound.config import Config
 from rootbound.errors import Kind, ToolError
+from rootbound.execution.service import CommandHost
 from rootbound.execution.spill import SpillArea
 from rootbound.fs import RootSet
 from rootbound.fs.bounds import CallBound, bounded
+from rootbound.grep.helper import SharedHelper
 from rootbound.logs import VALUE_LIMIT, log, log_tool_call, shorten
 from rootbound.tools import messages
 
@@ -130,6 +132,8 @@ class CallContext:
     workers: Workers
     # Sends `notifications/progress` for this call; a no-op unless the client asked for progress.
     report_progress: Progress | None = None
+    grep_helper: SharedHelper | None = None  # the server's grep helper process (None: search in this process)
+    commands: CommandHost | None = None  # the server's launcher, queue and process groups (None: commands off)
 
 
 @dataclass(frozen=True)

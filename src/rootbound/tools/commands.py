@@ -14,7 +14,6 @@ from pydantic import BaseModel, Field, model_serializer
 from rootbound.execution.runner import RunResult
 from rootbound.execution.service import CommandRequest, Outcome, execute
 from rootbound.execution.yamltext import dump
-from rootbound.sandbox.select import launcher_for
 from rootbound.tools.base import Args, CallContext, ToolOutput, ToolSpec
 
 __all__ = ["TOOLS"]
@@ -125,8 +124,9 @@ async def execute_command(ctx: CallContext, args: ExecuteCommandArgs) -> ToolOut
 
 
 async def _run(ctx: CallContext, request: CommandRequest) -> Outcome:
-    return await execute(request, config=ctx.config, roots=ctx.roots, project_dir=ctx.project_dir,
-                         progress=ctx.report_progress, launcher=launcher_for(ctx.config), spill=ctx.caller.spill)
+    assert ctx.commands is not None  # the App builds it whenever these tools are listed
+    return await execute(request, config=ctx.config, roots=ctx.roots, project_dir=ctx.project_dir, host=ctx.commands,
+                         progress=ctx.report_progress, spill=ctx.caller.spill)
 
 
 # -- shell ----------------------------------------------------------------------------------------

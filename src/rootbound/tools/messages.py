@@ -242,7 +242,8 @@ _ELSEWHERE: Final = {
         "edit … of …: … (which of several edits failed; none was made)",
     ),
     "grep": ("invalid pattern: …", "invalid glob_filter: …", "not a regular file or directory: …"),
-    "glob": ("exactly one of pattern or regex must be provided", "invalid regex: …", "not a directory: …"),
+    "glob": ("exactly one of pattern or regex must be provided", "invalid pattern: …", "invalid regex: …",
+             "not a directory: …"),
     "command": (
         "command not allowed: …. Allowed commands: …",
         "cwd does not exist: …; nothing was run",

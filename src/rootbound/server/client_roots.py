@@ -10,7 +10,7 @@ on a handshake-era connection (stdio, stateful HTTP) is asked for its roots afte
   roots for this connection (a narrowing). None accepted: the operator roots stay.
 * `replace`: the client's directories become the roots, all file tools allowed
   (desktop use, as the reference filesystem server does) — except one that holds
-  the server's own installation (`installation.py`; `allow_self_modification`).
+  the server's own installation (`preflight.py`; `allow_self_modification`).
 * `off`: ignored.
 
 The first accepted client root is the connection's project directory. Requests of
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import unquote, urlsplit
 
-from rootbound import installation
+from rootbound import preflight
 from rootbound.errors import PathError
 from rootbound.fs import Root, RootSet
 from rootbound.fs.root import host_directory
@@ -107,12 +107,12 @@ def _open_replace(name: str, real: str, state: ClientRootsState, allow_self_modi
     key = (name, real)
     if key in state.opened:
         return state.opened[key]
-    own = None if allow_self_modification else installation.holds_own_code(real)
+    own = None if allow_self_modification else preflight.holds_own_code(real)
     if own is not None:  # it would be writable: the agent could change the server's own code
         log.warning("client root refused: it contains rootbound's own installation (set allow_self_modification "
                     "to serve it)", extra={"client_root": name, "contains": own.what})
         return None
-    reach = installation.describe_reach(real)
+    reach = preflight.describe_reach(real)
     if reach is not None:
         log.warning(f"client root {reach}", extra={"client_root": name})
     try:

@@ -24,8 +24,8 @@ import anyio
 from mcp.shared.message import ServerMessageMetadata
 from mcp.types import ListRootsRequest, ListRootsResult
 
-from rootbound.client_roots import ClientRootsState
 from rootbound.logs import log
+from rootbound.server.client_roots import ClientRootsState
 
 __all__ = ["CALL_WAIT", "ROOTS_TIMEOUT", "RootsAsker"]
 

@@ -1,4 +1,4 @@
-"""grep's second core: a helper process that searches batches of files beneath directory handles.
+"""grep's helper process: it searches batches of files beneath directory handles, beside the server.
 
 Why a process: threads were measured slower than one thread. Each file costs a
 handful of short system calls (open, fstat, read, close), each releasing and
@@ -15,12 +15,14 @@ The protocol is small and private: each message is a 4-byte length and a
 `marshal`led tuple; a batch carries one directory handle. A shared memory page
 holds one cancel byte per slot, so a call that ends (cancelled, timed out,
 enough results) stops the helper's work on it at the next file or 1 MiB block.
-The helper exits when its socket closes (the server went away) or its parent
-dies (PR_SET_PDEATHSIG).
+The helper exits when its socket closes (the server went away) or the thread
+that started it ends (PR_SET_PDEATHSIG; that thread lives as long as the helper).
+The server has one (`SharedHelper`, owned and closed by the App), lent to one
+grep call at a time; one that dies is started again by a later call.
 
 How it is started: it must never run code from a root. `python -m` would put the
 server's working directory (often a root) first on the import path, so a
-`rootbound/fanout.py` written there by the agent would run as the server's user,
+`rootbound/grep/helper.py` written there by the agent would run as the server's user,
 outside every sandbox. So: an isolated interpreter (`-I`: no working directory,
 no PYTHON* variables, no user site) that imports this package from where the
 server imported it, started in `/` with only the locale variables (never the
@@ -47,9 +49,10 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from rootbound.fs.trees import open_file
-from rootbound.searching import LineSearch, Prefilter, compile_regex
+from rootbound.grep.scanner import LineSearch, Prefilter, compile_regex
 
-__all__ = ["BATCH", "FileRows", "Helper", "HelperGone", "HitRow", "Job", "found_rows", "make_scanner", "search_batch"]
+__all__ = ["BATCH", "FileRows", "Helper", "HelperGone", "HitRow", "Job", "SharedHelper", "found_rows", "make_scanner",
+           "search_batch"]
 
 BATCH: Final = 64  # files per batch: small enough to balance, big enough to amortize a message
 _SLOTS: Final = 4096
@@ -108,7 +111,7 @@ def make_scanner(pattern: str, case_insensitive: bool, context: int, expired: Ca
 _BOOT = ("import ctypes,sys;libc=ctypes.CDLL(None);"
          "libc.prctl(4,0,0,0,0)==0 or sys.exit('rootbound grep helper: cannot become non-dumpable');"
          "libc.prctl(1,9,0,0,0);"  # PR_SET_DUMPABLE 0; PR_SET_PDEATHSIG SIGKILL
-         "sys.path.insert(0,{path!r});from rootbound.fanout import main;main(sys.argv[1:])")
+         "sys.path.insert(0,{path!r});from rootbound.grep.helper import main;main(sys.argv[1:])")
 _LOCALE_VARS: Final = ("LANG", "LC_ALL", "LC_CTYPE")  # file names must decode as in the server
 
 
@@ -116,7 +119,7 @@ def helper_argv(sock_fd: int, flags_fd: int) -> list[str]:
     """The helper's command line: this interpreter (its venv too), isolated, importing this very package."""
     import rootbound
 
-    package_parent = os.path.dirname(os.path.dirname(os.path.realpath(rootbound.__file__)))
+    package_parent = os.path.dirname(os.path.dirname(rootbound.__file__))  # absolute: where we imported it from
     utf8 = ["-X", "utf8"] if sys.flags.utf8_mode else []
     return [sys.executable, "-I", *utf8, "-c", _BOOT.format(path=package_parent), str(sock_fd), str(flags_fd)]
 
@@ -136,64 +139,95 @@ class HelperGone(Exception):
     """The helper process died or closed its socket; its batches must be searched here."""
 
 
-class Helper:
-    """The helper process, shared by the server; one grep call uses it at a time."""
+def _start(argv: list[str], pass_fds: tuple[int, ...]) -> subprocess.Popen[bytes]:
+    """Start the helper from a thread of its own, which then waits for it to end.
 
-    _shared: Helper | None = None
-    _guard = threading.Lock()
-    _starts = 0
+    PR_SET_PDEATHSIG (in `_BOOT`) fires when the *thread* that started the process ends, not the
+    process: started from a grep call's worker thread, the helper was killed whenever that thread
+    retired (anyio ends a worker after 10 s idle), under load mid-search. This thread lives as long
+    as the helper, and reaps it.
+    """
+    box: list[subprocess.Popen[bytes] | BaseException] = []
+    started = threading.Event()
+
+    def parent() -> None:
+        try:
+            proc = subprocess.Popen(argv, pass_fds=pass_fds, cwd="/", env=helper_env(), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL)
+        except BaseException as exc:
+            box.append(exc)
+            started.set()
+            return
+        box.append(proc)
+        started.set()
+        proc.wait()
+
+    threading.Thread(target=parent, name="rootbound-grep-helper", daemon=True).start()
+    started.wait()
+    if isinstance(box[0], BaseException):
+        raise box[0]
+    return box[0]
+
+
+class Helper:
+    """One helper process. One grep call uses it at a time, from `SharedHelper.acquire` to `release`."""
 
     def __init__(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         flags_fd = os.memfd_create("rootbound-grep-cancel")
-        os.ftruncate(flags_fd, _SLOTS)
-        self._flags = mmap.mmap(flags_fd, _SLOTS)
-        self._proc = subprocess.Popen(
-            helper_argv(theirs.fileno(), flags_fd), pass_fds=(theirs.fileno(), flags_fd), cwd="/",
-            env=helper_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-        theirs.close()
-        os.close(flags_fd)
+        try:
+            os.ftruncate(flags_fd, _SLOTS)
+            self._flags = mmap.mmap(flags_fd, _SLOTS)
+            self._proc = _start(helper_argv(theirs.fileno(), flags_fd), (theirs.fileno(), flags_fd))
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+            os.close(flags_fd)
         self._sock = ours
         self._ready = False
         self.alive = True
-        self._busy = threading.Lock()
+        self._lock = threading.Lock()  # guards the two flags below
+        self._in_use = False
+        self._retired = False  # no call will get it again; closed once no call holds it
         self._slot = 0
         self.outstanding = 0
 
-    @classmethod
-    def acquire(cls) -> Helper | None:
-        """The helper, reserved for this call; None when it is off, starting, or busy with another call."""
-        if _disabled():
-            return None
-        with cls._guard:
-            helper = cls._shared
-            if helper is not None and helper.alive and helper._proc.poll() is not None:
-                helper.alive = False  # exited while idle
-            if helper is None or not helper.alive:
-                if helper is not None:
-                    helper._close()
-                if cls._starts >= _MAX_STARTS:
-                    return None  # it keeps failing here (no interpreter to spawn?): stay on one core
-                cls._starts += 1
-                with contextlib.suppress(OSError):
-                    cls._shared = cls()  # starts in the background; this call goes on without it
-                return None
-            if not helper._check_ready() or not helper._busy.acquire(blocking=False):
-                return None
-            helper._slot = (helper._slot + 1) % _SLOTS
-            helper._flags[helper._slot] = 0
-            return helper
+    def exited(self) -> bool:
+        return self._proc.poll() is not None
 
-    def _check_ready(self) -> bool:
+    def ready(self) -> bool:
+        """Has it said it is ready (without waiting)? False for good if it failed to start."""
         if not self._ready and select.select([self._sock], [], [], 0)[0]:
             try:
                 self._ready = self._sock.recv(1) == b"R"
             except OSError:
                 self._ready = False
             self.alive = self._ready
-            if self._ready:
-                Helper._starts = 0  # it did start: later restarts after a crash are allowed again
         return self._ready
+
+    def take(self) -> bool:
+        """Reserve it for one call; False when another call holds it (or it is retired)."""
+        with self._lock:
+            if self._in_use or self._retired:
+                return False
+            self._in_use = True
+        self._slot = (self._slot + 1) % _SLOTS
+        self._flags[self._slot] = 0
+        return True
+
+    def retire(self) -> None:
+        """Close it now if no call holds it, else as soon as its call releases it.
+
+        Closing it under a call still using it closed its shared memory there: the call's `release` then
+        failed with "mmap closed or invalid" and the grep with an internal error.
+        """
+        with self._lock:
+            self._retired = True
+            idle = not self._in_use
+        if idle:
+            self._close()
 
     def _close(self) -> None:
         with contextlib.suppress(OSError):
@@ -247,7 +281,54 @@ class Helper:
         except HelperGone:
             self.outstanding = 0
         finally:
-            self._busy.release()
+            with self._lock:
+                self._in_use = False
+                retired = self._retired
+            if retired:
+                self._close()
+
+
+class SharedHelper:
+    """The server's helper process: started by the first grep that could use it, started again if it dies
+    (up to _MAX_STARTS times in a row), lent to one call at a time. The App owns it and closes it."""
+
+    def __init__(self) -> None:
+        self._current: Helper | None = None
+        self._guard = threading.Lock()
+        self._starts = 0
+        self._closed = False
+
+    def acquire(self) -> Helper | None:
+        """The helper, reserved for this call; None when it is off, starting, or busy with another call."""
+        if _disabled():
+            return None
+        with self._guard:
+            if self._closed:
+                return None
+            helper = self._current
+            if helper is not None and helper.alive and helper.exited():
+                helper.alive = False  # exited while idle
+            if helper is None or not helper.alive:
+                if helper is not None:
+                    helper.retire()
+                    self._current = None
+                if self._starts >= _MAX_STARTS:
+                    return None  # it keeps failing here (no interpreter to spawn?): stay on one core
+                self._starts += 1
+                with contextlib.suppress(OSError):
+                    self._current = Helper()  # starts in the background; this call goes on without it
+                return None
+            if not helper.ready():
+                return None
+            self._starts = 0  # it did start: later restarts after a crash are allowed again
+            return helper if helper.take() else None
+
+    def close(self) -> None:
+        with self._guard:
+            self._closed = True
+            helper, self._current = self._current, None
+        if helper is not None:
+            helper.retire()
 
 
 # -- the helper process -------------------------------------------------------------------------------

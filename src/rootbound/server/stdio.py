@@ -1,4 +1,5 @@
-"""rootbound's own stdio transport: one JSON-RPC message per line on stdin and stdout, moved by the event loop.
+"""rootbound's own stdio transport: one JSON-RPC message per line on stdin and stdout, moved by the event loop;
+and an App served on it until end of input or a stop signal (`serve_stdio_until_signal`).
 
 It replaces the SDK's `stdio_server` for two reasons:
 * the SDK reads stdin in a worker thread blocked in `readline()`, which nothing can interrupt, so
@@ -22,18 +23,22 @@ import errno
 import fcntl
 import os
 import select
+import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 
 import anyio
+import anyio.abc
 import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
-from rootbound.inbound import Refusal, read_line
 from rootbound.logs import log
+from rootbound.server.app import App
+from rootbound.server.inbound import Refusal, read_line
+from rootbound.server.signals import STOP_SIGNALS
 
-__all__ = ["stdio_transport"]
+__all__ = ["serve_stdio", "serve_stdio_until_signal", "stdio_transport"]
 
 READ_SIZE = 1 << 16
 WRITE_CHUNK = select.PIPE_BUF  # 4096 on Linux: one page, which a pipe that polls writable always has
@@ -191,3 +196,33 @@ def _encode(message: SessionMessage) -> bytes:
         return text.encode()
     except UnicodeEncodeError:  # a lone surrogate from a file name: it has no UTF-8 form
         return text.encode(errors="replace")
+
+
+async def serve_stdio(app: App, stop: anyio.CancelScope | None = None) -> None:
+    """Serve one client on stdin/stdout until end of input, or until `stop` is cancelled."""
+    async with stdio_transport() as (read, write):
+        with stop or anyio.CancelScope():
+            await app.server.run(read, write, app.server.create_initialization_options())
+
+
+async def serve_stdio_until_signal(app: App) -> int | None:
+    """Serve stdio until end of input or a stop signal (returned). A signal cancels the calls in flight,
+    so running commands' process groups are killed in their `finally` blocks instead of orphaned."""
+    stopped_by: int | None = None
+    stop = anyio.CancelScope()
+
+    async def watch(*, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        nonlocal stopped_by
+        with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+            task_status.started()
+            async for sig in signals:
+                if stopped_by is None:
+                    stopped_by = sig
+                    log.info("stopping on signal", extra={"signal": signal.Signals(sig).name})
+                stop.cancel()
+
+    async with anyio.create_task_group() as tg:
+        await tg.start(watch)
+        await serve_stdio(app, stop)
+        tg.cancel_scope.cancel()
+    return stopped_by

@@ -5,7 +5,8 @@ POST that carried it: when that POST's connection drops (stream closed, socket r
 response stream ends but the handler runs on, until its command's own timeout. `CancelOnDisconnect`
 wraps the ASGI app: once a POST's body is read it listens for `http.disconnect`, and if the client
 leaves before the response is complete it cancels every handler registered for that POST through
-`cancelled_on_disconnect` (the handler finds its POST through the request the SDK hands it).
+`cancelled_on_disconnect` (the handler finds its POST through the request the SDK hands it);
+`cancel_on_disconnect` is the MCP server middleware that registers each request's handler.
 It works the same for 2026-07-28 requests and in JSON-response and SSE modes alike.
 """
 
@@ -16,13 +17,17 @@ from contextlib import contextmanager
 from typing import Any
 
 import anyio
+from mcp.server import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult
+from mcp.shared.exceptions import MCPError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rootbound.logs import log
 
-__all__ = ["CancelOnDisconnect", "cancelled_on_disconnect"]
+__all__ = ["CancelOnDisconnect", "cancel_on_disconnect", "cancelled_on_disconnect"]
 
 _SCOPE_KEY = "rootbound.disconnect"
+REQUEST_CANCELLED = -32800  # as the SDK answers a cancelled handshake-era request
 
 
 class _Watch:
@@ -105,3 +110,13 @@ def cancelled_on_disconnect(request: Any) -> Iterator[anyio.CancelScope]:
             yield scope
         finally:
             watch.scopes.discard(scope)
+
+
+async def cancel_on_disconnect(ctx: ServerRequestContext[Any], call_next: CallNext) -> HandlerResult:
+    """MCP server middleware: a request whose HTTP client has gone is cancelled, so that its command stops
+    and frees its slot."""
+    if ctx.request_id is None or ctx.request is None:
+        return await call_next(ctx)
+    with cancelled_on_disconnect(ctx.request):
+        return await call_next(ctx)
+    raise MCPError(code=REQUEST_CANCELLED, message="request cancelled: the client disconnected")

@@ -1,22 +1,32 @@
-"""What `rootbound check` prints: exactly what the agent will be able to do, as a table or as JSON,
-and the Markdown tool reference (`rootbound tools --markdown`, kept in docs/tools.md)."""
+"""What `rootbound check` prints: exactly what the agent will be able to do, as a table or as JSON (the command
+policy in words included), and the Markdown tool reference (`rootbound tools --markdown`, kept in docs/tools.md)."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from typing import TYPE_CHECKING, Any
 
 from rootbound.catalogue import FILE_TOOLS
-from rootbound.execution.summary import describe_commands
+from rootbound.config import Config
+from rootbound.errors import ToolError
+from rootbound.execution.environment import ALWAYS_SECRET, BASE_PASSTHROUGH
+from rootbound.execution.groups import KILL_GRACE
+from rootbound.execution.launch import Launcher
+from rootbound.execution.policy import policy_for
+from rootbound.execution.runner import DRAIN_SECONDS
+from rootbound.execution.service import SHELL
+from rootbound.execution.workdir import cwd_roots
 from rootbound.fs import beneath
-from rootbound.overlaps import nesting_warnings
+from rootbound.preflight import nesting_warnings
 from rootbound.sandbox.select import launcher_for
 from rootbound.tools.messages import COMMON_ERRORS, TOOL_ERRORS
 
 if TYPE_CHECKING:
     from rootbound.server import App
 
-__all__ = ["policy", "problems", "render_policy", "tools_markdown"]
+__all__ = ["describe_commands", "policy", "problems", "render_policy", "tools_markdown"]
 
 _RESOLVERS = {
     "openat2": "openat2 with RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS (kernel-enforced)",
@@ -24,11 +34,83 @@ _RESOLVERS = {
 }
 
 
+# Allowed programs that can start any other program from their arguments or configuration.
+_RUNNERS = frozenset({
+    "sh", "bash", "dash", "zsh", "env", "xargs", "find", "awk", "gawk", "sed", "perl", "python", "python3", "node",
+    "npm", "npx", "make", "git", "tar", "vim", "vi", "less", "man", "ssh", "timeout", "nohup", "nice", "setsid",
+    "stdbuf", "sudo", "busybox", "watch", "flock", "strace", "gdb", "zip", "sort", "rsync", "docker",
+})
+
+
+def describe_commands(config: Config, launcher: Launcher | None = None) -> tuple[list[str], list[str]]:
+    """The effective command policy in words: (lines to print, configuration problems): what may run, where, how;
+    and what is not enforced. No problems when commands are off.
+
+    `launcher`: the one that confines the commands (the App's); by default the one the configuration selects
+    (`commands.sandbox`). Its own lines and problem end the description.
+    """
+    c = config.commands
+    if not c.allowed:
+        return ["commands: off (no program allowed; execute_command and shell are not listed)"], []
+    if launcher is None:
+        launcher = launcher_for(config)
+    policy = policy_for(c)
+    problems: list[str] = []
+    lines = ["commands: execute_command and shell are listed"]
+    if policy.any:
+        lines.append("  programs: any (*); the shell tool's scripts are not checked")
+    else:
+        shown = []
+        for name in sorted(policy.names):
+            found = shutil.which(name, path=policy.path_env)
+            shown.append(f"{name} -> {found}" if found else f"{name} -> NOT FOUND on PATH")
+            if not found:  # every call would fail: the operator should hear it now, not the agent later
+                problems.append(f"allowed program {name!r} is not on PATH ({policy.path_env}); install it, or "
+                                "remove it from commands.allowed / ALLOWED_COMMANDS / --allow-commands")
+        shown += [p.path if os.path.exists(p.path) else f"{p.path} (does not exist)" for p in policy.paths]
+        problems += [f"allowed program {p.path} does not exist; fix the path in commands.allowed"
+                     for p in policy.paths if not os.path.exists(p.path)]
+        lines.append(f"  programs: {'; '.join(shown)}")
+        lines.append(f"  shell scripts: checked (POSIX sh subset; file redirections refused) and run by {SHELL}")
+        risky = sorted(n for n in policy.names | {p.base for p in policy.paths} if n in _RUNNERS)
+        if risky:
+            lines.append(f"  warning: {', '.join(risky)} can run arbitrary other programs from their arguments or "
+                         "configuration; the allowlist cannot stop that")
+    lines.append(f"  blocked patterns: {', '.join(repr(p) for p, _ in policy.blocked) or 'none'} "
+                 "(a tripwire, not a fence)")
+    if c.allowed_cwd_roots:
+        try:
+            lines.append(f"  working directories: under {', '.join(cwd_roots(c.allowed_cwd_roots))}")
+        except ToolError as exc:
+            problems.append(exc.message)
+            lines.append("  working directories: CONFIGURATION ERROR (every command request is refused)")
+    else:
+        lines.append("  working directories: any existing directory (ALLOWED_CWD_ROOTS unset); relative ones from "
+                     f"the project directory ({config.project_dir or 'the server working directory'})")
+    passed = [*BASE_PASSTHROUGH, *c.env_passthrough]
+    never = [*ALWAYS_SECRET, *c.secret_env]
+    lines.append(f"  environment: PATH={policy.path_env}; passes {', '.join(passed)}; never {', '.join(never)}; "
+                 f"loader variables allowed: {', '.join(c.allowed_loader_vars) or 'none'}; "
+                 + (f"variables that make a program run another (GIT_SSH_COMMAND, PAGER, NODE_OPTIONS, ...) allowed: "
+                    f"{', '.join(c.allowed_exec_vars) or 'none'}" if policy.restricted else
+                    "variables that make a program run another: any (every program is allowed anyway)"))
+    lines.append(f"  limits: timeout {c.default_timeout} s (max {c.max_timeout} s), then SIGTERM and SIGKILL after "
+                 f"{KILL_GRACE:g} s to the whole process group; output {c.max_output_size} bytes per stream (rest in "
+                 f"spill files up to {c.max_spill_size} bytes, each client seeing only its own); "
+                 f"{c.max_concurrent} at once; open output after exit waits {DRAIN_SECONDS:g} s")
+    lines.append(f"  audit: {c.audit_log or 'log only (commands.audit_log not set)'}")
+    lines.extend(launcher.describe())
+    if launcher.problem is not None:
+        problems.append(f"commands are refused: {launcher.problem}")
+    return lines, problems
+
+
 def policy(app: App) -> dict[str, Any]:
     """The resolved policy as plain data (the `--json` form)."""
     cfg = app.config
     commands = cfg.commands
-    command_lines, command_problems = describe_commands(cfg)
+    launcher = app.commands.launcher if app.commands is not None else None
+    command_lines, command_problems = describe_commands(cfg, launcher)
     return {
         "configuration": cfg.source,
         "path_resolution": _RESOLVERS[beneath.RESOLVER],
@@ -52,7 +134,7 @@ def policy(app: App) -> dict[str, Any]:
             "max_output_size": commands.max_output_size,
             "max_concurrent": commands.max_concurrent,
             "audit_log": commands.audit_log,
-            "os_confinement": launcher_for(cfg).name if commands.allowed else None,
+            "os_confinement": launcher.name if launcher is not None else None,
             "description": command_lines,
             "problems": command_problems,
         },
@@ -131,7 +213,7 @@ def tools_markdown(app: App) -> str:
         + "; ".join(f"`{e}`" for e in COMMON_ERRORS) + ". (`…` marks the variable parts.)",
         "",
     ]
-    for definition in app._definitions:
+    for definition in app.definitions:
         ann = definition.annotations
         hints = []
         if ann is not None:

@@ -1,4 +1,5 @@
-"""The server's own files, and the roots that must not hold them (checked at start-up, before anything listens).
+"""Start-up checks of the roots, before anything listens: the server's own files, which roots must not hold;
+roots that are `/` or a home directory; and roots inside other roots.
 
 An agent that can write the Python environment running this server — its virtual
 environment, the interpreter, the `rootbound` package, a directory on its import path —
@@ -11,6 +12,11 @@ Serving `/` is the operator's explicit choice of everything and is only warned a
 
 Roots that are `/` or a home directory, or hold one, are served with a loud warning:
 shell start-up files, `~/.ssh`, `~/.gitconfig` and every project of that user are in reach.
+
+Roots inside other roots: a root is only as read-only as every root that contains it: a "read-only"
+root nested in a writable one can still be changed through the outer root's file tools (and by commands
+under Landlock alone, which cannot carve a read-only subtree out of a writable one). `check` and the
+startup log warn about it (`nesting_warnings`).
 """
 
 from __future__ import annotations
@@ -18,16 +24,18 @@ from __future__ import annotations
 import os
 import pwd
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rootbound.catalogue import FILE_TOOLS
+from rootbound.fs import Root
 from rootbound.sandbox.layout import WRITING_TOOLS, is_under
 
 if TYPE_CHECKING:
     from rootbound.config import Config
 
-__all__ = ["OwnCode", "holds_own_code", "own_code", "refusals", "warnings"]
+__all__ = ["OwnCode", "describe_reach", "holds_own_code", "nesting_warnings", "own_code", "refusals", "warnings"]
 
 ALTERNATIVES = ("install rootbound outside the directories you serve (`pipx install /path/to/rootbound`, or a "
                 "virtual environment outside the project: `python3 -m venv ~/.venvs/rootbound && "
@@ -146,3 +154,30 @@ def warnings(config: Config) -> list[str]:
         if reach is not None:
             out.append(f"root {root.name!r} {reach}; serve a project directory instead where you can")
     return out
+
+
+# -- roots inside other roots ---------------------------------------------------------------------
+
+
+def _writable(root: Root) -> bool:
+    return bool(root.allowed_tools & WRITING_TOOLS)
+
+
+def nesting_warnings(roots: Iterable[Root]) -> list[str]:
+    """One sentence per read-only root that a writable root contains, or that contains a writable root."""
+    roots = list(roots)
+    warnings = []
+    for inner in roots:
+        for outer in roots:
+            if inner is outer or not is_under(inner.real_path, outer.real_path) or _writable(inner) == \
+                    _writable(outer):
+                continue
+            if _writable(outer):
+                warnings.append(f"root {inner.name!r} is read-only, but it lies inside the writable root "
+                                f"{outer.name!r}, through which the agent's file tools can still change it; "
+                                f"move it out of {outer.name!r}, or narrow {outer.name!r} to the folders that "
+                                "should be writable")
+            else:
+                warnings.append(f"root {outer.name!r} is read-only, but it contains the writable root "
+                                f"{inner.name!r}: that part of {outer.name!r} can change")
+    return warnings

@@ -29,7 +29,7 @@ from typing import Any, Final
 import re2
 
 from rootbound.fs.content import SNIFF, looks_binary
-from rootbound.literals import required_literals
+from rootbound.grep.literals import required_literals
 
 __all__ = ["CUT", "LINE_CAP", "Hit", "LineSearch", "PatternError", "Prefilter", "compile_regex", "finder",
            "regex_message"]
@@ -45,7 +45,7 @@ _NL: Final = 10
 
 
 class PatternError(ValueError):
-    """The pattern does not parse; the message is RE2's."""
+    """A pattern that cannot be used (a regex RE2 refuses, a glob too long or too wide); the message says why."""
 
 
 def regex_message(exc: Exception) -> str:

@@ -1,0 +1,247 @@
+"""grep over an open file or directory: the lines that match, in a stable order, within the call's limits.
+
+A directory is walked beneath its handle (`fs.trees.walk`); its files are grouped in
+batches of up to BATCH names, one directory handle each, and the batches are shared with
+the helper process (`helper.py`) when it is free. Batches are numbered in walk order and
+folded into the answer in that order, whoever searched them, so the answer (and where
+max_results cuts it) does not depend on timing.
+
+The answer stops at max_results (one more is looked for: finding it is what makes
+`truncated` true), at OUTPUT_BUDGET bytes of text, or when the clock runs out.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Final
+
+from typing_extensions import TypedDict
+
+from rootbound.fs.trees import FILE, Entry, walk
+from rootbound.grep.clock import Clock
+from rootbound.grep.helper import (
+    BATCH,
+    FileRows,
+    HelperGone,
+    HitRow,
+    Job,
+    SharedHelper,
+    found_rows,
+    make_scanner,
+    search_batch,
+)
+from rootbound.grep.patterns import name_regex, path_regex
+from rootbound.grep.scanner import PatternError
+
+__all__ = ["OUTPUT_BUDGET", "FilterError", "Found", "Grep", "Match", "Query"]
+
+# Text kept for one grep answer (lines and context); past it the answer is truncated.
+OUTPUT_BUDGET: Final = 16 * 1024 * 1024
+
+
+class Match(TypedDict):
+    file: str
+    line_number: int
+    line_content: str
+    context_before: list[str]
+    context_after: list[str]
+
+
+class FilterError(PatternError):
+    """The file filter (a glob) cannot be used."""
+
+
+@dataclass(frozen=True)
+class Query:
+    pattern: str  # RE2
+    case_insensitive: bool = False
+    context_lines: int = 0
+    max_results: int = 100
+    max_depth: int | None = None
+    glob_filter: str | None = None  # matched against the name; with a "/", against the path below the start
+
+
+@dataclass(frozen=True)
+class Found:
+    matches: list[Match]
+    truncated: bool
+    timed_out: bool
+
+
+class _Answer:
+    """The answer being built, file by file in walk order, within max_results and the output budget."""
+
+    def __init__(self, max_results: int, shown: Callable[[str], str]) -> None:
+        self.max_results = max_results
+        self.want = max_results + 1  # one more than asked: finding it is what makes `truncated` true
+        self.matches: list[Match] = []
+        self.budget = OUTPUT_BUDGET
+        self.over_budget = False
+        self.timed_out = False
+        self.shown = shown
+
+    @property
+    def full(self) -> bool:
+        return len(self.matches) >= self.want or self.over_budget
+
+    def take(self, file: str, rows: list[HitRow]) -> None:
+        shown = self.shown(file)
+        for line_number, line, before, after in rows:
+            self.budget -= len(line) + sum(map(len, before)) + sum(map(len, after))
+            if self.budget < 0:
+                self.over_budget = True
+                return
+            self.matches.append({"file": shown, "line_number": line_number, "line_content": line,
+                                 "context_before": before, "context_after": after})
+            if len(self.matches) >= self.want:
+                return
+
+    def found(self, clock: Clock) -> Found:
+        truncated = len(self.matches) > self.max_results or self.over_budget
+        del self.matches[self.max_results:]
+        return Found(self.matches, truncated, (clock.fired or self.timed_out) and not truncated)
+
+
+def _file_filter(glob: str | None) -> Callable[[Entry], bool] | None:
+    if glob is None:
+        return None
+    try:
+        if "/" in glob:
+            by_path = path_regex(glob).match
+            return lambda e: by_path(e.path) is not None
+        by_name = name_regex(glob).match
+    except PatternError as exc:
+        raise FilterError(str(exc)) from None
+    return lambda e: by_name(e.name) is not None
+
+
+Batch = tuple[int, str, list[str]]  # a handle on the directory (ours to close), its path prefix, file names
+
+
+def _batches(entries: Iterator[Entry], keep: Callable[[Entry], bool] | None) -> Iterator[Batch]:
+    """Group the walk's files by directory, at most BATCH a group, each with its own handle on the directory.
+
+    The handle is duplicated when a group starts, while the walk still holds the directory open: the
+    group may be searched after the walk has moved on and closed its own handle.
+    """
+    names: list[str] = []
+    parent, dup = "", -1
+    try:
+        for entry in entries:
+            if entry.kind != FILE or (keep is not None and not keep(entry)):
+                continue
+            if entry.parent != parent or len(names) >= BATCH or dup < 0:
+                if names:
+                    batch, dup = (dup, parent, names), -1
+                    yield batch
+                parent, names = entry.parent, []
+                dup = os.dup(entry.dir_fd)
+            names.append(entry.name)
+        if names:
+            batch, dup = (dup, parent, names), -1
+            yield batch
+    finally:
+        if dup >= 0:
+            os.close(dup)
+
+
+class Grep:
+    """One grep call: its pattern and file filter, compiled once (PatternError, or FilterError for the filter)."""
+
+    def __init__(self, query: Query, clock: Clock, shown: Callable[[str], str]) -> None:
+        self.query = query
+        self.clock = clock
+        self.scanner = make_scanner(query.pattern, query.case_insensitive, query.context_lines, clock.expired)
+        self.keep = _file_filter(query.glob_filter)
+        self.shown = shown  # how a file name appears in the answer
+
+    def file(self, fd: int, size: int, name: str) -> Found:
+        """Search the open regular file `fd`, shown as `name`."""
+        answer = _Answer(self.query.max_results, self.shown)
+        hits = self.scanner.search(fd, size, answer.want, answer.budget)
+        answer.take(name, found_rows("", hits)[1])
+        answer.timed_out, answer.over_budget = self.scanner.timed_out, answer.over_budget or self.scanner.over_budget
+        return answer.found(self.clock)
+
+    def tree(self, top: int, prefix: str, helper: SharedHelper | None) -> Found:
+        """Search the files beneath the open directory `top` (borrowed), shown as `prefix` + their path."""
+        q = self.query
+        answer = _Answer(q.max_results, self.shown)
+        job: Job = (q.pattern, q.case_insensitive, q.context_lines, answer.want, self.clock.deadline)
+        entries = walk(top, max_depth=q.max_depth, expired=self.clock.expired)
+        self._search(entries, job, prefix, answer, helper)
+        return answer.found(self.clock)
+
+    def _search(self, entries: Iterator[Entry], job: Job, prefix: str, answer: _Answer,
+                shared: SharedHelper | None) -> None:
+        """Search the walk's files, sharing batches with the helper process when it is free."""
+        scanner, clock = self.scanner, self.clock
+        helper = reserved = shared.acquire() if shared is not None else None
+        done: dict[int, tuple[str, list[FileRows], bool]] = {}
+        sent: dict[int, tuple[int, str, list[str]]] = {}
+        folded = 0
+
+        def fold() -> None:
+            nonlocal folded
+            while folded in done and not answer.full:
+                parent, found, over = done.pop(folded)
+                for name, rows in found:
+                    answer.take(prefix + parent + name, rows)
+                answer.over_budget |= over  # it stopped short of its limit to keep within the output budget
+                folded += 1
+
+        def here(batch_id: int, fd: int, parent: str, names: list[str]) -> None:
+            try:
+                found, timed_out, over = search_batch(scanner, fd, names, answer.want - len(answer.matches),
+                                                      answer.budget)
+            finally:
+                os.close(fd)
+            done[batch_id] = (parent, found, over)
+            answer.timed_out |= timed_out
+
+        def arrived(wait: float) -> None:
+            nonlocal helper
+            assert helper is not None
+            try:
+                replies = helper.replies(wait)
+            except HelperGone:  # it died: search what it had here, in order, and go on without it
+                helper.outstanding = 0
+                helper = None
+                for batch_id in sorted(sent):
+                    fd, parent, names = sent.pop(batch_id)
+                    here(batch_id, fd, parent, names)
+                return
+            for batch_id, found, timed_out, over in replies:
+                fd, parent, _ = sent.pop(batch_id)
+                os.close(fd)
+                done[batch_id] = (parent, found, over)
+                answer.timed_out |= timed_out
+
+        try:
+            for batch_id, (fd, parent, names) in enumerate(_batches(entries, self.keep)):
+                if helper is not None and helper.alive and helper.outstanding < 4:
+                    sent[batch_id] = (fd, parent, names)
+                    try:
+                        helper.send(batch_id, job, fd, names, answer.budget)
+                    except HelperGone:
+                        del sent[batch_id]
+                        arrived(0)  # takes back what it had
+                        here(batch_id, fd, parent, names)
+                else:
+                    here(batch_id, fd, parent, names)
+                if sent:
+                    arrived(0)
+                fold()
+                if answer.full or answer.timed_out or clock.expired():
+                    break
+            while sent and not answer.full and not clock.expired():  # a cancelled call must not wait it out
+                arrived(0.05)
+                fold()
+        finally:
+            if reserved is not None:
+                reserved.release()
+            for fd, _, _ in sent.values():
+                os.close(fd)
+        fold()

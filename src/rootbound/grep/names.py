@@ -1,0 +1,70 @@
+"""glob over an open directory: the entries whose relative path matches a glob or a regex.
+
+The directory is walked beneath its handle (`fs.trees.walk`, symlinks listed, never
+followed). A glob without `**` or braces has a fixed number of segments, so the walk
+goes no deeper than that. The search stops at max_results (one more is looked for:
+finding it is what makes `truncated` true) or when the clock runs out.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Literal
+
+from rootbound.fs.trees import walk
+from rootbound.grep.clock import Clock
+from rootbound.grep.patterns import path_regex
+from rootbound.grep.scanner import compile_regex, finder
+
+__all__ = ["Glob", "Named"]
+
+Named = tuple[str, str, os.stat_result]  # path relative to the start, kind (fs.trees.FILE, ...), its own lstat
+
+
+def _matcher(pattern: str | None, regex: str | None) -> tuple[Callable[[str], bool], int | None]:
+    """The test for one relative path, and how deep a match can possibly be (None: any depth)."""
+    if regex is not None:
+        found = finder(compile_regex(regex, lines=False))
+        return (lambda path: found(path.encode("utf-8", "surrogateescape"))), None
+    pattern = (pattern or "").removeprefix("./")
+    match = path_regex(pattern).match
+    # Without ** or braces a pattern has a fixed number of segments: no need to walk deeper.
+    depth = None if "**" in pattern or "{" in pattern else pattern.count("/") + 1
+    return (lambda path: match(path) is not None), depth
+
+
+class Glob:
+    """One glob call: a glob `pattern` or a `regex` (PatternError if it cannot be used), and its limits."""
+
+    def __init__(self, pattern: str | None, regex: str | None, *, max_depth: int | None, max_results: int,
+                 kind: Literal["file", "directory", "symlink"] | None, clock: Clock) -> None:
+        self.matches, depth = _matcher(pattern, regex)
+        self.max_depth = max_depth if depth is None else depth if max_depth is None else min(depth, max_depth)
+        self.max_results = max_results
+        self.kind = kind
+        self.clock = clock
+
+    def find(self, top: int) -> tuple[list[Named], bool]:
+        """The matching entries beneath the open directory `top` (borrowed), in walk order; and whether
+        max_results cut them short."""
+        found: list[Named] = []
+        expired, matches, wanted = self.clock.expired, self.matches, self.kind
+        for n, entry in enumerate(walk(top, max_depth=self.max_depth, expired=expired)):
+            if n % 32 == 31 and expired():  # the walk also checks before each directory
+                break
+            kind = entry.kind
+            if wanted is not None and kind != wanted:
+                continue
+            if not matches(entry.path):
+                continue
+            try:
+                st = entry.lstat()
+            except OSError:
+                continue  # gone since it was listed
+            found.append((entry.path, kind, st))
+            if len(found) > self.max_results:
+                break
+        truncated = len(found) > self.max_results
+        del found[self.max_results:]
+        return found, truncated

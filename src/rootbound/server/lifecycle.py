@@ -1,0 +1,65 @@
+"""The server process from its first log line to its exit status: serve one App over one transport until end
+of input (stdio) or a stop signal, then clean up (`App.close`: no command outlives the server)."""
+
+from __future__ import annotations
+
+import gc
+import signal
+import sys
+from types import FrameType
+
+import anyio
+
+from rootbound import __version__
+from rootbound.logs import log
+from rootbound.sandbox.select import headline as sandbox_headline
+from rootbound.server.app import App
+from rootbound.server.http import serve_http
+from rootbound.server.signals import STOP_SIGNALS, exit_status
+from rootbound.server.stdio import serve_stdio_until_signal
+
+__all__ = ["run"]
+
+
+class _StopEarly(BaseException):
+    """A stop signal that came before the transport watched for them (while starting up)."""
+
+    def __init__(self, sig: int) -> None:
+        super().__init__(sig)
+        self.sig = sig
+
+
+def _stop_early(sig: int, frame: FrameType | None) -> None:
+    raise _StopEarly(sig)
+
+
+def run(app: App, transport: str) -> int:
+    """Serve until end of input (stdio) or a stop signal, clean up, and return the exit status."""
+    stopped_by: int | None = None
+    for sig in STOP_SIGNALS:  # from the first line on, a stop signal still cleans up (the transports take over)
+        signal.signal(sig, _stop_early)
+    try:
+        log.info("starting", extra={"version": __version__, "transport": transport, "roots": list(app.roots),
+                                    "config": app.config.source, "tools": len(app.tools),
+                                    "commands": sandbox_headline(
+                                        app.config, app.commands.launcher if app.commands is not None else None)})
+        if transport == "stdio" and sys.stderr.isatty():
+            names = ", ".join(app.roots)
+            print(f"rootbound {__version__}: serving root(s) {names} over stdio. This process speaks MCP on "
+                  "stdin/stdout; start it from an MCP client (see README), or press Ctrl-C to stop.",
+                  file=sys.stderr, flush=True)
+        stopped_by = anyio.run(serve_stdio_until_signal if transport == "stdio" else serve_http, app)
+    except _StopEarly as stop:
+        stopped_by = stop.sig
+    except KeyboardInterrupt:
+        stopped_by = signal.SIGINT
+    finally:
+        for sig in STOP_SIGNALS:  # a stop is under way: a second signal must not cut the clean-up short
+            signal.signal(sig, signal.SIG_IGN)
+        app.close()
+    if stopped_by is not None:
+        log.info("stopped", extra={"signal": signal.Signals(stopped_by).name})
+    # Interpreter teardown would garbage-collect the SDK's many thousands of model objects, which takes
+    # a second or more on a busy machine; frozen objects are skipped, so the process ends promptly.
+    gc.freeze()
+    return exit_status(stopped_by)
