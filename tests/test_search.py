@@ -18,9 +18,9 @@ import anyio
 import pytest
 
 from rootbound.grep import helper as fanout
-from rootbound.grep.helper import Helper
+from rootbound.grep.helper import Helper, SharedHelper
 from rootbound.grep.scanner import CUT, LINE_CAP
-from tests.conftest import Harness, MakeServer, no_host_path
+from tests.conftest import Harness, MakeServer, no_host_path, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -413,6 +413,21 @@ async def test_a_huge_glob_is_refused_at_once(server: Harness, workspace: Path) 
     assert paths(await server.ok("glob", root="workspace", pattern=longest)) == ["a.txt"]
 
 
+@pytest.mark.parametrize("shape", ["{a,b}", "{,x}", "{a,", "{", "[", "[a-z]", "**/", "{1..9}", "@(a|b)",
+                                   "{a,{b,{c,d}}}"])
+async def test_the_worst_globs_within_the_length_limit_answer_at_once(server: Harness, workspace: Path,
+                                                                      shape: str) -> None:
+    """The length limit is what keeps brace expansion cheap: the most nested or repetitive glob it lets through is
+    answered (matches, or 'invalid pattern: ...') within a second, as glob and as grep's glob_filter."""
+    (workspace / "a.txt").write_text("x\n")
+    longest = (shape * (10_000 // len(shape) + 1))[:10_000]
+    start = time.monotonic()
+    for tool, key, extra in (("glob", "pattern", {}), ("grep", "glob_filter", {"pattern": "x"})):
+        result = await server.call(tool, root="workspace", **{key: longest}, **extra)
+        assert not result.is_error or text_of(result).startswith(f"invalid {key}: "), text_of(result)
+    assert time.monotonic() - start < 2
+
+
 async def test_braces_that_expand_too_far_are_an_error_not_a_crash(server: Harness) -> None:
     """`{a,b}` twenty times over is a million patterns: wcmatch refuses it, which was an internal error."""
     wide = "{a,b}" * 20
@@ -695,3 +710,37 @@ async def test_grep_deep_tree_and_regex_blowup(server: Harness, workspace: Path)
 async def test_limits_are_bounded(server: Harness) -> None:
     for bad in ({"max_results": 10**9}, {"context_lines": 10**6}):
         assert "invalid arguments" in await server.err("grep", root="workspace", pattern="x", **bad)
+
+
+async def test_greps_survive_the_helper_closing_and_their_own_cancellation(server: Harness, workspace: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The helper is closed (the App shutting down) and calls are cancelled while batches are in flight, round after
+    round: every grep answers in full, or is cancelled (with nothing, or what it found so far, marked timed_out);
+    none ends in an internal error such as "ValueError: mmap closed or invalid" (closing the helper's shared memory
+    under a call still reading it)."""
+    for i in range(2000):
+        (workspace / f"f{i:04}.txt").write_text(f"hit {i}\n" + "filler line\n" * 50)
+    monkeypatch.delenv("ROOTBOUND_GREP_HELPER", raising=False)
+    errors: list[str] = []
+    answers: list[tuple[int, bool]] = []
+
+    async def grep(cancel_after: float) -> None:
+        with anyio.move_on_after(cancel_after):
+            result = await server.call("grep", root="workspace", pattern="hit", max_results=10_000)
+            if result.is_error:
+                errors.append(text_of(result))
+            else:
+                got = result.structured_content or {}
+                answers.append((got["total_matches"], got["timed_out"]))
+
+    for round_ in range(15):
+        helper_ready(server)
+        async with anyio.create_task_group() as tg:
+            for k in range(3):
+                tg.start_soon(grep, 0.005 * (round_ % 5 + k) if k else 60.0)
+            await anyio.sleep(0.002 * (round_ % 7))
+            old, server.app.grep_helper = server.app.grep_helper, SharedHelper()
+            await anyio.to_thread.run_sync(old.close)
+    assert not errors
+    assert sum(1 for total, _ in answers if total == 2000) >= 15  # each round's uncancelled call, at least
+    assert all(total == 2000 or timed_out for total, timed_out in answers), answers
