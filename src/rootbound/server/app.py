@@ -8,6 +8,8 @@ leaks an exception's text to the client.
 Per connection (a stdio process, a stateful HTTP session; for sessionless 2026-07-28
 requests, an auth principal): the client's roots (`client_roots.py`, asked for by
 `roots_request.py`) and its `Caller` (its spill area, its share of the worker threads).
+Per request: who is calling, which every log line of the call carries (`connection`,
+`client`, `token`).
 What the App builds once at start-up and closes: the roots' handles, the grep helper
 process, the spill directory, and the process-wide set-up commands need.
 
@@ -40,7 +42,7 @@ from rootbound.execution import groups
 from rootbound.execution.output import return_big_buffers
 from rootbound.execution.spill import SpillStore
 from rootbound.grep.helper import SharedHelper
-from rootbound.logs import log, shorten
+from rootbound.logs import attributed, log, shorten
 from rootbound.roots import Root, RootSet
 from rootbound.server.client_roots import ClientRootsState, build_client_roots
 from rootbound.server.roots_request import RootsAsker
@@ -139,26 +141,26 @@ class App:
             grep_helper=self.grep_helper,
         )
 
-    def _new_caller(self) -> Caller:
-        return Caller(self.spill.area() if self.spill is not None else None)
+    def _new_caller(self, connection: str) -> Caller:
+        return Caller(self.spill.area() if self.spill is not None else None, connection)
 
     def _principal_caller(self, principal: str) -> Caller:
         caller = self._principals.get(principal)
         if caller is None:
-            caller = self._principals[principal] = self._new_caller()
+            caller = self._principals[principal] = self._new_caller(principal)
         return caller
 
     def _caller(self, ctx: ServerRequestContext[Any]) -> Caller:
         """The client making this request: its connection (stdio, or a stateful HTTP session) on the
         handshake-era protocol; on the sessionless 2026-07-28 protocol, which has no connection to speak
-        of, its auth principal (every sessionless request is one anonymous principal without auth)."""
+        of, its auth principal (every sessionless request is one anonymous principal without auth; on stdio,
+        the process's one client)."""
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            token = get_access_token()
-            return self._principal_caller(f"token:{token.client_id}" if token is not None else ANONYMOUS)
+            return self._principal_caller(_connection_id(ctx))
         connection = ctx.session._connection  # see _connection_state
         caller = connection.state.get(_CALLER_KEY)
         if caller is None:
-            caller = connection.state[_CALLER_KEY] = self._new_caller()
+            caller = connection.state[_CALLER_KEY] = self._new_caller(_connection_id(ctx))
             connection.exit_stack.callback(caller.close)  # its spill files go with the connection
         assert isinstance(caller, Caller)
         return caller
@@ -168,13 +170,15 @@ class App:
         return ListToolsResult(tools=self._definitions)
 
     async def _call_tool(self, ctx: ServerRequestContext[Any], params: CallToolRequestParams) -> CallToolResult:
-        roots, project_dir = None, None
-        if self._wants_client_roots(ctx):
-            asker = self._asker(ctx.session)
-            await asker.before_call(ctx.session, ctx.request_id)  # at most CALL_WAIT; never the client's pace
-            roots, project_dir = asker.state.roots, asker.state.project_dir
-        return await self.call(params.name, params.arguments,
-                               self.context(roots, project_dir, ctx.session.report_progress, self._caller(ctx)))
+        token, caller = _token_name(), self._caller(ctx)
+        with attributed(_identity(ctx, caller, token)):
+            roots, project_dir = None, None
+            if self._wants_client_roots(ctx):
+                asker = self._asker(ctx.session)
+                await asker.before_call(ctx.session, ctx.request_id)  # at most CALL_WAIT; never the client's pace
+                roots, project_dir = asker.state.roots, asker.state.project_dir
+            return await self.call(params.name, params.arguments,
+                                   self.context(roots, project_dir, ctx.session.report_progress, caller))
 
     async def call(self, name: str, arguments: dict[str, Any] | None, ctx: CallContext | None = None
                    ) -> CallToolResult:
@@ -198,12 +202,13 @@ class App:
         result = await call_next(ctx)
         if ctx.method in ("notifications/initialized", "notifications/roots/list_changed") \
                 and self._wants_client_roots(ctx):
-            asker = self._asker(ctx.session)
-            if ctx.method == "notifications/roots/list_changed":
-                asker.changed(ctx.session)
-            elif not asker.running:
-                asker.ask(ctx.session)  # early: answered before the first call, with luck
-                await asker.run()  # this notification's task now sends the connection's requests, until it ends
+            with attributed(_identity(ctx, self._caller(ctx), _token_name())):
+                asker = self._asker(ctx.session)
+                if ctx.method == "notifications/roots/list_changed":
+                    asker.changed(ctx.session)
+                elif not asker.running:
+                    asker.ask(ctx.session)  # early: answered before the first call, with luck
+                    await asker.run()  # this notification's task now sends the connection's requests, until it ends
         return result
 
     def _asker(self, session: Any) -> RootsAsker:
@@ -229,6 +234,38 @@ class App:
             caller.close()
         if self.spill is not None:
             self.spill.close()
+
+
+def _token_name() -> str | None:
+    """The name of the bearer token this request came with (http.py: the token's client_id); None without
+    authentication (stdio, or HTTP with no token configured)."""
+    access = get_access_token()
+    return access.client_id if access is not None else None
+
+
+def _connection_id(ctx: ServerRequestContext[Any]) -> str:
+    """The connection a request belongs to, as its `Caller` and the log name it: an HTTP session's id; on stdio
+    the server process (`stdio:PID`: it serves one client); for a sessionless 2026-07-28 HTTP request, which has
+    no connection, its auth principal (`token:NAME`, or `anonymous` without auth)."""
+    if ctx.request is None:  # not HTTP
+        return f"stdio:{os.getpid()}"
+    session_id = ctx.session._connection.session_id
+    if session_id is not None and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return str(session_id)
+    token = get_access_token()
+    return f"token:{token.client_id}" if token is not None else ANONYMOUS
+
+
+def _identity(ctx: ServerRequestContext[Any], caller: Caller, token: str | None) -> dict[str, str]:
+    """Who is calling, for the log: `connection` (the Caller's: `_connection_id`), `client` (the clientInfo
+    name/version the client gave, at initialize or in the request's _meta) and `token` (the bearer token's name)."""
+    fields = {"connection": caller.connection}
+    params = ctx.session._connection.client_params  # see _connection_state
+    if params is not None:
+        fields["client"] = f"{params.client_info.name}/{params.client_info.version}"
+    if token is not None:
+        fields["token"] = token
+    return fields
 
 
 def _hide_process_memory() -> None:
