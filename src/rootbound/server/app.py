@@ -8,8 +8,8 @@ leaks an exception's text to the client.
 Per connection (a stdio process, a stateful HTTP session; for sessionless 2026-07-28
 requests, an auth principal): the client's roots (`client_roots.py`, asked for by
 `roots_request.py`) and its `Caller` (its spill area, its share of the worker threads).
-Per request: who is calling, which every log line of the call carries (`connection`,
-`client`, `token`).
+Per request: the bearer token's name and the roots it reaches (`tokens.py`), and who is
+calling, which every log line of the call carries (`connection`, `client`, `token`).
 What the App builds once at start-up and closes: the roots' handles, the grep helper
 process, the spill directory, and the process-wide set-up commands need.
 
@@ -46,6 +46,7 @@ from rootbound.logs import attributed, log, shorten
 from rootbound.roots import Root, RootSet
 from rootbound.server.client_roots import ClientRootsState, build_client_roots
 from rootbound.server.roots_request import RootsAsker
+from rootbound.tokens import reach, start_dir
 from rootbound.tools import all_tools
 from rootbound.tools.base import CallContext, Caller, Progress, ToolSpec, Workers, call_tool
 
@@ -58,6 +59,7 @@ INSTRUCTIONS = (
 _STATE_KEY = "rootbound.client_roots"
 _ASKER_KEY = "rootbound.roots_asker"
 _CALLER_KEY = "rootbound.caller"
+_TOKEN_KEY = "rootbound.token"
 ANONYMOUS = "anonymous"  # the principal of sessionless requests when no auth token is configured
 _ROOTS_CAPABILITY = ClientCapabilities(roots=RootsCapability())
 _COMMAND_TOOLS = ("execute_command", "shell")  # listed only when some program is allowed
@@ -101,6 +103,12 @@ class App:
             if not groups.become_subreaper():  # daemons of commands are re-parented to us, so we can end them
                 log.warning("could not become a child subreaper; daemons that commands start may outlive them")
             self.spill = SpillStore(self.roots)
+        # What each bearer token reaches, by its name (http.py makes the name the token's client_id): its roots,
+        # and for a token limited to some roots, where its relative command cwds start.
+        self._reach = {t.name: (reach(self.roots, t.roots),
+                                None if t.roots is None else
+                                start_dir(reach(self.roots, t.roots), config.project_dir or os.getcwd()))
+                       for t in config.tokens}
         self.workers = Workers()
         self.grep_helper = SharedHelper()  # started by the first grep that can use it
         # Sessionless requests' clients, by auth principal (one entry per configured token, at most,
@@ -141,6 +149,13 @@ class App:
             grep_helper=self.grep_helper,
         )
 
+    def _reach_of(self, token: str | None) -> tuple[RootSet | None, str | None]:
+        """The roots (None: the operator's) and command start directory (None: the default) of a token's calls."""
+        if token is None:
+            return None, None  # no authentication: the operator's roots
+        # A name no token has cannot come from http.py; if it did, it would reach nothing.
+        return self._reach.get(token, (RootSet([]), None))
+
     def _new_caller(self, connection: str) -> Caller:
         return Caller(self.spill.area() if self.spill is not None else None, connection)
 
@@ -172,11 +187,16 @@ class App:
     async def _call_tool(self, ctx: ServerRequestContext[Any], params: CallToolRequestParams) -> CallToolResult:
         token, caller = _token_name(), self._caller(ctx)
         with attributed(_identity(ctx, caller, token)):
-            roots, project_dir = None, None
+            if not _bound_to(ctx, token):
+                log.warning("call refused: the session was opened with another token", extra={"tool": params.name})
+                return CallToolResult(content=[TextContent(type="text", text=(
+                    "this session was opened with another bearer token; start a new session"))], is_error=True)
+            roots, project_dir = self._reach_of(token)
             if self._wants_client_roots(ctx):
-                asker = self._asker(ctx.session)
+                asker = self._asker(ctx.session, roots)
                 await asker.before_call(ctx.session, ctx.request_id)  # at most CALL_WAIT; never the client's pace
-                roots, project_dir = asker.state.roots, asker.state.project_dir
+                if asker.state.roots is not None:  # the client's roots, within the token's
+                    roots, project_dir = asker.state.roots, asker.state.project_dir
             return await self.call(params.name, params.arguments,
                                    self.context(roots, project_dir, ctx.session.report_progress, caller))
 
@@ -202,8 +222,11 @@ class App:
         result = await call_next(ctx)
         if ctx.method in ("notifications/initialized", "notifications/roots/list_changed") \
                 and self._wants_client_roots(ctx):
-            with attributed(_identity(ctx, self._caller(ctx), _token_name())):
-                asker = self._asker(ctx.session)
+            token = _token_name()
+            if not _bound_to(ctx, token):
+                return result
+            with attributed(_identity(ctx, self._caller(ctx), token)):
+                asker = self._asker(ctx.session, self._reach_of(token)[0])
                 if ctx.method == "notifications/roots/list_changed":
                     asker.changed(ctx.session)
                 elif not asker.running:
@@ -211,15 +234,20 @@ class App:
                     await asker.run()  # this notification's task now sends the connection's requests, until it ends
         return result
 
-    def _asker(self, session: Any) -> RootsAsker:
-        """This connection's roots requests (roots_request.py), built around its client-roots state."""
+    def _asker(self, session: Any, reached: RootSet | None) -> RootsAsker:
+        """This connection's roots requests (roots_request.py), built around its client-roots state.
+
+        `reached`: the roots of the connection's token (None: all). A token limited to some roots gets client
+        roots only within them, whatever `client_roots` says: a client must not widen what its token reaches."""
         states = session._connection.state
         asker = states.get(_ASKER_KEY)
         if asker is None:
             state = _connection_state(session)
+            fence = reached if reached is not None else self.roots
+            policy = self.config.client_roots if fence is self.roots else "within"
             asker = states[_ASKER_KEY] = RootsAsker(
                 state, lambda pairs: build_client_roots(
-                    self.config.client_roots, self.roots, pairs, state,
+                    policy, fence, pairs, state,
                     reserved={self.spill.name} if self.spill is not None else set(),
                     allow_self_modification=self.config.allow_self_modification))
         assert isinstance(asker, RootsAsker)
@@ -237,10 +265,21 @@ class App:
 
 
 def _token_name() -> str | None:
-    """The name of the bearer token this request came with (http.py: the token's client_id); None without
-    authentication (stdio, or HTTP with no token configured)."""
+    """The name of the bearer token this request came with (http.py: a token's client_id is its name); None
+    without authentication (stdio, or HTTP with no token configured)."""
     access = get_access_token()
     return access.client_id if access is not None else None
+
+
+def _bound_to(ctx: ServerRequestContext[Any], token: str | None) -> bool:
+    """Whether this connection serves `token`: a connection serves the token it was opened with, for life.
+
+    The SDK already answers 404 to a session id presented with another token; checked again on every
+    request here, because a restricted token's fence must not rest on one check elsewhere."""
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return True  # no session: each request is its own connection
+    first = ctx.session._connection.state.setdefault(_TOKEN_KEY, token)
+    return bool(first == token)
 
 
 def _connection_id(ctx: ServerRequestContext[Any]) -> str:
