@@ -38,6 +38,8 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
     "preflight.py": ({"os.path.isdir", "os.path.realpath"}, "start-up checks of the operator's roots against the "
                      "server's own installation"),
     "report.py": ({"os.path.exists", "shutil.which"}, "what `check` reports about the programs commands may run"),
+    "tokens.py": ({"os.path.realpath"}, "compares the host paths the operator configured (roots, commands' paths) "
+                  "to warn when a token limited to some roots could reach another"),
     "server/stdio.py": ({"os.open"}, "points fd 0 at /dev/null once the client's pipe is moved aside"),
     "execution/audit.py": ({"os.open"}, "appends to the operator's audit log, a host path from the configuration"),
     "execution/groups.py": ({"open", "os.listdir", "os.path.exists", "os.stat"},

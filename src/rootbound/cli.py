@@ -110,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(render(Setup(command=rootbound_command(), config=os.path.abspath(args.config) if args.config else None,
                            roots=args.root, allow_commands=args.allow_commands, transport=args.transport,
-                           host=config.host, port=config.port, token=bool(config.auth_token))), end="")
+                           host=config.host, port=config.port, token=bool(config.tokens))), end="")
         return 0
 
     from rootbound import report

@@ -18,9 +18,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from rootbound import config_errors, hosts
 from rootbound.catalogue import FILE_TOOLS
 
-__all__ = ["CommandLimits", "CommandsConfig", "Config", "ConfigError", "JournalConfig", "RootConfig", "load_config"]
+__all__ = ["UNNAMED_TOKEN", "CommandLimits", "CommandsConfig", "Config", "ConfigError", "JournalConfig", "RootConfig",
+           "TokenConfig", "load_config"]
 
 DEFAULT_ROOT_NAME = "workspace"
+UNNAMED_TOKEN = "auth_token"  # the name logged for the token of `auth_token` / ROOTBOUND_AUTH_TOKEN
 _C = TypeVar("_C", bound=BaseModel)
 _T = TypeVar("_T")
 
@@ -47,6 +49,17 @@ class RootConfig(_Strict):
         if unknown:
             raise ValueError(f"unknown tool {unknown[0]!r}; valid tools: *, {', '.join(FILE_TOOLS)}")
         return tools
+
+
+class TokenConfig(_Strict):
+    """One bearer token of the HTTP server, and whose it is."""
+
+    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$", description=(
+        "Who holds the token; logged with each of its calls (the token itself never is)."))]
+    # repr=False: a Config printed in a traceback or a debugger must not show it.
+    token: Annotated[str, Field(min_length=1, repr=False, description="The bearer token (at least 128 random bits).")]
+    roots: list[str] | None = Field(default=None, description="Names of the operator roots this token reaches (the "
+                                    "others do not exist for its calls, commands included); null: every root.")
 
 
 class CommandLimits(_Strict):
@@ -185,7 +198,10 @@ class Config(_Strict):
     file_timeout: Annotated[float, Field(gt=0, le=86400, description=(
         "Seconds a file tool call may take, waiting for a worker included; past it the call stops with an "
         "error (grep and glob keep their own timeout_seconds)."))] = 120.0
-    auth_token: str | None = Field(default=None, description="Bearer token required on /mcp; env ROOTBOUND_AUTH_TOKEN.")
+    auth_token: str | None = Field(default=None, repr=False, description="Bearer token required on /mcp (one unnamed "
+                                   "token reaching every root; logged as `auth_token`); env ROOTBOUND_AUTH_TOKEN.")
+    auth_tokens: list[TokenConfig] = Field(default_factory=list, description="Named bearer tokens for /mcp, each "
+                                           "limited to some roots if wanted; beside auth_token or instead of it.")
     allowed_hosts: list[str] = Field(default_factory=list, description="Extra Host headers accepted over HTTP "
                                      '(e.g. "mcp.example.com"); each matches with and without a port ("name:443": '
                                      "that port or none); localhost is always accepted.")
@@ -249,6 +265,40 @@ class Config(_Strict):
                                  f"(in the config file, or --root other=PATH)")
             seen.add(root.name)
         return self
+
+    @model_validator(mode="after")
+    def _tokens(self) -> Config:
+        # Messages name tokens by their place and name only: a token's value is never echoed.
+        unnamed = "auth_token (or ROOTBOUND_AUTH_TOKEN)"
+        names = {UNNAMED_TOKEN: f"{unnamed}, which the log names {UNNAMED_TOKEN!r}"} if self.auth_token else {}
+        secrets = {self.auth_token: unnamed} if self.auth_token else {}
+        roots = [r.name for r in self.roots]
+        for i, entry in enumerate(self.auth_tokens):
+            place = f"auth_tokens[{i}]"
+            if entry.name in names:
+                raise ValueError(f"{place}.name: duplicate token name {entry.name!r} (also {names[entry.name]}); "
+                                 "each token needs a name of its own, since the log tells the calls apart by it")
+            if entry.token in secrets:
+                raise ValueError(f"{place}.token ({entry.name!r}) is the same token as {secrets[entry.token]}: calls "
+                                 "could not be told apart; give each person or agent a token of its own")
+            names[entry.name] = f"auth_tokens[{i}]"
+            secrets[entry.token] = f"auth_tokens[{i}] ({entry.name!r})"
+            if entry.roots is not None:
+                if not entry.roots:
+                    raise ValueError(f"{place}.roots is empty: token {entry.name!r} would reach no root; list the "
+                                     "names of the roots it may use, or leave roots out for all of them")
+                unknown = [r for r in entry.roots if r not in roots]
+                if unknown:
+                    raise ValueError(f"{place}.roots: unknown root {unknown[0]!r} for token {entry.name!r}; "
+                                     f"roots: {', '.join(roots)}")
+        return self
+
+    @property
+    def tokens(self) -> list[TokenConfig]:
+        """Every bearer token /mcp accepts: `auth_token` (as one unnamed token reaching every root), then
+        `auth_tokens`. Empty: no authentication."""
+        unnamed = [TokenConfig(name=UNNAMED_TOKEN, token=self.auth_token)] if self.auth_token else []
+        return [*unnamed, *self.auth_tokens]
 
 
 def parse_root_flag(flag: str) -> dict[str, Any]:

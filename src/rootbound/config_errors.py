@@ -215,6 +215,33 @@ def _sentence(place: _Place, errors: list[dict[str, Any]], root: type[BaseModel]
     return f"{path}: {message}" if path else message
 
 
+_TOKEN_EXAMPLE = "auth_tokens:\n  - name: alice\n    token: <at least 128 random bits>\n    roots: [alice]"
+
+
+def _is_secret(place: _Place) -> bool:
+    """A place whose value may be a bearer token (`auth_token`, an `auth_tokens` entry or its `token`)."""
+    parts = place.parts
+    if not parts or parts[0] not in ("auth_token", "auth_tokens"):
+        return False
+    return not any(p in ("name", "roots") for p in parts[1:])
+
+
+def _secret_sentence(place: _Place, errors: list[dict[str, Any]], root: type[BaseModel]) -> str:
+    """Like `_sentence`, but never quoting the value: it may be a token."""
+    kinds = [e["type"] for e in errors]
+    path = place.path
+    if "extra_forbidden" in kinds:
+        return _unknown_key(place, root)
+    reason = {"missing": "is missing", "string_type": "must be text", "string_too_short": "must not be empty",
+              "list_type": "must be a list of {name, token, roots} entries",
+              "model_type": "must be a {name, token, roots} entry", "model_attributes_type":
+              "must be a {name, token, roots} entry", "dict_type": "must be a {name, token, roots} entry",
+              }.get(kinds[0], str(errors[0]["msg"]).removeprefix("Value error, "))
+    hint = "" if kinds[0] == "missing" else " (the value given is not repeated: it may be a secret)"
+    example = f". Write, for example:\n{_indent(_TOKEN_EXAMPLE)}" if path != "auth_token" else ""
+    return f"{path} {reason}{hint}{example}"
+
+
 def explain(exc: ValidationError, root: type[BaseModel]) -> str:
     """Every error of `exc` (validated as `root`) as a sentence; one per offending key."""
     groups: dict[str, tuple[_Place, list[dict[str, Any]]]] = {}
@@ -228,5 +255,5 @@ def explain(exc: ValidationError, root: type[BaseModel]) -> str:
         if all(e["type"] == "literal_error" for e in errors) and any(
                 p != path and (p.startswith(path + "[") or p.startswith(path + ".")) for p in paths):
             continue
-        sentences.append(_sentence(place, errors, root))
+        sentences.append((_secret_sentence if _is_secret(place) else _sentence)(place, errors, root))
     return "\n".join(sentences)

@@ -7,10 +7,14 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from itertools import islice
 from typing import Any
 
-__all__ = ["VALUE_LIMIT", "configure_logging", "log", "log_tool_call", "shorten", "shorten_all"]
+__all__ = ["VALUE_LIMIT", "attributed", "caller_fields", "configure_logging", "log", "log_tool_call", "shorten",
+           "shorten_all"]
 
 log = logging.getLogger("rootbound")
 
@@ -22,6 +26,27 @@ VALUE_LIMIT = 200
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
 
 
+# Who made the call being served (`connection`, `client`, `token`: see App._identity); set for the call's
+# duration, so every line logged meanwhile says whose it is. Context variables follow the call into worker
+# threads (anyio.to_thread copies them).
+_caller: ContextVar[Mapping[str, str] | None] = ContextVar("rootbound_caller", default=None)
+
+
+@contextmanager
+def attributed(fields: Mapping[str, str]) -> Iterator[None]:
+    """Within this block, log lines carry `fields`: who is making the call."""
+    reset = _caller.set(fields)
+    try:
+        yield
+    finally:
+        _caller.reset(reset)
+
+
+def caller_fields() -> Mapping[str, str]:
+    """Who is making the call being served (empty outside a call): for records kept beside the log."""
+    return _caller.get() or {}
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
@@ -31,6 +56,8 @@ class JsonFormatter(logging.Formatter):
             "msg": shorten(record.getMessage(), 2 * VALUE_LIMIT),
         }
         line.update(shorten_all({k: v for k, v in vars(record).items() if k not in _STANDARD}))
+        for key, value in caller_fields().items():
+            line.setdefault(key, shorten(value))
         if record.exc_info:
             # A traceback stays whole, but no line of it (an exception's message may quote input) runs long.
             line["exc"] = "\n".join(shorten(x, 2 * VALUE_LIMIT) for x in

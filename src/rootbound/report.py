@@ -21,6 +21,7 @@ from rootbound.execution.workdir import cwd_roots
 from rootbound.fs import beneath
 from rootbound.preflight import nesting_warnings
 from rootbound.sandbox.select import launcher_for
+from rootbound.tokens import describe_tokens, reach_warnings
 from rootbound.tools.messages import COMMON_ERRORS, TOOL_ERRORS
 
 if TYPE_CHECKING:
@@ -141,13 +142,14 @@ def policy(app: App) -> dict[str, Any]:
         "http": {
             "endpoint": f"http://{cfg.host}:{cfg.port}/mcp",
             "health": f"http://{cfg.host}:{cfg.port}/health",
-            "auth": "bearer token" if cfg.auth_token else "none",
+            "auth": "bearer token" if cfg.tokens else "none",
+            "tokens": describe_tokens(cfg),
             "allowed_hosts": ["localhost", *cfg.allowed_hosts],
             "allowed_origins": ["localhost", *cfg.allowed_origins],
             "max_request_body_size": cfg.max_request_body_size,
         },
         "tools": list(app.tools),
-        "warnings": nesting_warnings(app.roots.values()),
+        "warnings": [*nesting_warnings(app.roots.values()), *reach_warnings(cfg)],
     }
 
 
@@ -176,6 +178,9 @@ def render_policy(data: dict[str, Any]) -> str:
     http = data["http"]
     out.append(f"http: {http['endpoint']} (health: {http['health']}), auth: {http['auth']}, hosts: "
                f"{', '.join(http['allowed_hosts'])}")
+    for token in http["tokens"]:  # by name: a token's value is never printed
+        reached = "all roots" if token["all_roots"] else f"root(s) {', '.join(token['roots'])}"
+        out.append(f"  token {token['name']}: reaches {reached}")
     out.append(f"tools exposed: {', '.join(data['tools'])}")
     problems = data["commands"]["problems"]
     out.extend(f"WARNING: {w}" for w in data["warnings"])

@@ -8,6 +8,8 @@ leaks an exception's text to the client.
 Per connection (a stdio process, a stateful HTTP session; for sessionless 2026-07-28
 requests, an auth principal): the client's roots (`client_roots.py`, asked for by
 `roots_request.py`) and its `Caller` (its spill area, its share of the worker threads).
+Per request: the bearer token's name and the roots it reaches (`tokens.py`), and who is
+calling, which every log line of the call carries (`connection`, `client`, `token`).
 What the App builds once at start-up and closes: the roots' handles, the grep helper
 process, the spill directory, the commands' launcher, queue and process groups, and the
 process-wide set-up commands need.
@@ -44,10 +46,11 @@ from rootbound.execution.spill import SpillStore
 from rootbound.fs import Root, RootSet, recovery
 from rootbound.grep.helper import SharedHelper
 from rootbound.libc import libc
-from rootbound.logs import log, shorten
+from rootbound.logs import attributed, log, shorten
 from rootbound.sandbox.select import launcher_for
 from rootbound.server.client_roots import ClientRootsState, build_client_roots
 from rootbound.server.roots_request import RootsAsker
+from rootbound.tokens import reach, start_dir
 from rootbound.tools import all_tools
 from rootbound.tools.base import CallContext, Caller, Progress, ToolSpec, Workers, call_tool
 
@@ -60,6 +63,7 @@ INSTRUCTIONS = (
 _STATE_KEY = "rootbound.client_roots"
 _ASKER_KEY = "rootbound.roots_asker"
 _CALLER_KEY = "rootbound.caller"
+_TOKEN_KEY = "rootbound.token"
 ANONYMOUS = "anonymous"  # the principal of sessionless requests when no auth token is configured
 _ROOTS_CAPABILITY = ClientCapabilities(roots=RootsCapability())
 _COMMAND_TOOLS = ("execute_command", "shell")  # listed only when some program is allowed
@@ -107,6 +111,12 @@ class App:
                 log.warning("could not become a child subreaper; daemons that commands start may outlive them")
             self.spill = SpillStore(self.roots)
             self.commands = CommandHost.build(config, launcher_for(config))
+        # What each bearer token reaches, by its name (http.py makes the name the token's client_id): its roots,
+        # and for a token limited to some roots, where its relative command cwds start.
+        self._reach = {t.name: (reach(self.roots, t.roots),
+                                None if t.roots is None else
+                                start_dir(reach(self.roots, t.roots), config.project_dir or os.getcwd()))
+                       for t in config.tokens}
         self.workers = Workers()
         self.grep_helper = SharedHelper()  # started by the first grep that can use it
         # Sessionless requests' clients, by auth principal (one entry per configured token, at most,
@@ -148,26 +158,33 @@ class App:
             commands=self.commands,
         )
 
-    def _new_caller(self) -> Caller:
-        return Caller(self.spill.area() if self.spill is not None else None)
+    def _reach_of(self, token: str | None) -> tuple[RootSet | None, str | None]:
+        """The roots (None: the operator's) and command start directory (None: the default) of a token's calls."""
+        if token is None:
+            return None, None  # no authentication: the operator's roots
+        # A name no token has cannot come from http.py; if it did, it would reach nothing.
+        return self._reach.get(token, (RootSet([]), None))
+
+    def _new_caller(self, connection: str) -> Caller:
+        return Caller(self.spill.area() if self.spill is not None else None, connection)
 
     def _principal_caller(self, principal: str) -> Caller:
         caller = self._principals.get(principal)
         if caller is None:
-            caller = self._principals[principal] = self._new_caller()
+            caller = self._principals[principal] = self._new_caller(principal)
         return caller
 
     def _caller(self, ctx: ServerRequestContext[Any]) -> Caller:
         """The client making this request: its connection (stdio, or a stateful HTTP session) on the
         handshake-era protocol; on the sessionless 2026-07-28 protocol, which has no connection to speak
-        of, its auth principal (every sessionless request is one anonymous principal without auth)."""
+        of, its auth principal (every sessionless request is one anonymous principal without auth; on stdio,
+        the process's one client)."""
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            token = get_access_token()
-            return self._principal_caller(f"token:{token.client_id}" if token is not None else ANONYMOUS)
+            return self._principal_caller(_connection_id(ctx))
         connection = ctx.session._connection  # see _connection_state
         caller = connection.state.get(_CALLER_KEY)
         if caller is None:
-            caller = connection.state[_CALLER_KEY] = self._new_caller()
+            caller = connection.state[_CALLER_KEY] = self._new_caller(_connection_id(ctx))
             connection.exit_stack.callback(caller.close)  # its spill files go with the connection
         assert isinstance(caller, Caller)
         return caller
@@ -177,13 +194,20 @@ class App:
         return ListToolsResult(tools=self._definitions)
 
     async def _call_tool(self, ctx: ServerRequestContext[Any], params: CallToolRequestParams) -> CallToolResult:
-        roots, project_dir = None, None
-        if self._wants_client_roots(ctx):
-            asker = self._asker(ctx.session)
-            await asker.before_call(ctx.session, ctx.request_id)  # at most CALL_WAIT; never the client's pace
-            roots, project_dir = asker.state.roots, asker.state.project_dir
-        return await self.call(params.name, params.arguments,
-                               self.context(roots, project_dir, ctx.session.report_progress, self._caller(ctx)))
+        token, caller = _token_name(), self._caller(ctx)
+        with attributed(_identity(ctx, caller, token)):
+            if not _bound_to(ctx, token):
+                log.warning("call refused: the session was opened with another token", extra={"tool": params.name})
+                return CallToolResult(content=[TextContent(type="text", text=(
+                    "this session was opened with another bearer token; start a new session"))], is_error=True)
+            roots, project_dir = self._reach_of(token)
+            if self._wants_client_roots(ctx):
+                asker = self._asker(ctx.session, roots)
+                await asker.before_call(ctx.session, ctx.request_id)  # at most CALL_WAIT; never the client's pace
+                if asker.state.roots is not None:  # the client's roots, within the token's
+                    roots, project_dir = asker.state.roots, asker.state.project_dir
+            return await self.call(params.name, params.arguments,
+                                   self.context(roots, project_dir, ctx.session.report_progress, caller))
 
     async def call(self, name: str, arguments: dict[str, Any] | None, ctx: CallContext | None = None
                    ) -> CallToolResult:
@@ -207,23 +231,32 @@ class App:
         result = await call_next(ctx)
         if ctx.method in ("notifications/initialized", "notifications/roots/list_changed") \
                 and self._wants_client_roots(ctx):
-            asker = self._asker(ctx.session)
-            if ctx.method == "notifications/roots/list_changed":
-                asker.changed(ctx.session)
-            elif not asker.running:
-                asker.ask(ctx.session)  # early: answered before the first call, with luck
-                await asker.run()  # this notification's task now sends the connection's requests, until it ends
+            token = _token_name()
+            if not _bound_to(ctx, token):
+                return result
+            with attributed(_identity(ctx, self._caller(ctx), token)):
+                asker = self._asker(ctx.session, self._reach_of(token)[0])
+                if ctx.method == "notifications/roots/list_changed":
+                    asker.changed(ctx.session)
+                elif not asker.running:
+                    asker.ask(ctx.session)  # early: answered before the first call, with luck
+                    await asker.run()  # this notification's task now sends the connection's requests, until it ends
         return result
 
-    def _asker(self, session: Any) -> RootsAsker:
-        """This connection's roots requests (roots_request.py), built around its client-roots state."""
+    def _asker(self, session: Any, reached: RootSet | None) -> RootsAsker:
+        """This connection's roots requests (roots_request.py), built around its client-roots state.
+
+        `reached`: the roots of the connection's token (None: all). A token limited to some roots gets client
+        roots only within them, whatever `client_roots` says: a client must not widen what its token reaches."""
         states = session._connection.state
         asker = states.get(_ASKER_KEY)
         if asker is None:
             state = _connection_state(session)
+            fence = reached if reached is not None else self.roots
+            policy = self.config.client_roots if fence is self.roots else "within"
             asker = states[_ASKER_KEY] = RootsAsker(
                 state, lambda pairs: build_client_roots(
-                    self.config.client_roots, self.roots, pairs, state,
+                    policy, fence, pairs, state,
                     reserved={self.spill.name} if self.spill is not None else set(),
                     allow_self_modification=self.config.allow_self_modification))
         assert isinstance(asker, RootsAsker)
@@ -239,6 +272,49 @@ class App:
             caller.close()
         if self.spill is not None:
             self.spill.close()
+
+
+def _token_name() -> str | None:
+    """The name of the bearer token this request came with (http.py: a token's client_id is its name); None
+    without authentication (stdio, or HTTP with no token configured)."""
+    access = get_access_token()
+    return access.client_id if access is not None else None
+
+
+def _bound_to(ctx: ServerRequestContext[Any], token: str | None) -> bool:
+    """Whether this connection serves `token`: a connection serves the token it was opened with, for life.
+
+    The SDK already answers 404 to a session id presented with another token; checked again on every
+    request here, because a restricted token's fence must not rest on one check elsewhere."""
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return True  # no session: each request is its own connection
+    first = ctx.session._connection.state.setdefault(_TOKEN_KEY, token)
+    return bool(first == token)
+
+
+def _connection_id(ctx: ServerRequestContext[Any]) -> str:
+    """The connection a request belongs to, as its `Caller` and the log name it: an HTTP session's id; on stdio
+    the server process (`stdio:PID`: it serves one client); for a sessionless 2026-07-28 HTTP request, which has
+    no connection, its auth principal (`token:NAME`, or `anonymous` without auth)."""
+    if ctx.request is None:  # not HTTP
+        return f"stdio:{os.getpid()}"
+    session_id = ctx.session._connection.session_id
+    if session_id is not None and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return str(session_id)
+    token = get_access_token()
+    return f"token:{token.client_id}" if token is not None else ANONYMOUS
+
+
+def _identity(ctx: ServerRequestContext[Any], caller: Caller, token: str | None) -> dict[str, str]:
+    """Who is calling, for the log: `connection` (the Caller's: `_connection_id`), `client` (the clientInfo
+    name/version the client gave, at initialize or in the request's _meta) and `token` (the bearer token's name)."""
+    fields = {"connection": caller.connection}
+    params = ctx.session._connection.client_params  # see _connection_state
+    if params is not None:
+        fields["client"] = f"{params.client_info.name}/{params.client_info.version}"
+    if token is not None:
+        fields["token"] = token
+    return fields
 
 
 def _hide_process_memory() -> None:

@@ -2,9 +2,11 @@
 
 What the app adds to the SDK's: Host and Origin allowlists always explicit (`hosts.py`: the
 SDK turns its checks off by itself for a 0.0.0.0 bind) and compared lower-case; the
-operator's bearer token, compared in constant time; `GET /health`; no session id on a
-refused request (`session_ids.py`); and a request whose client disconnects is cancelled
-(`disconnects.py`). The socket is bound before the server says it listens (`listening.py`).
+operator's bearer tokens, compared in constant time, each known by its name (which the App
+logs and limits to the token's roots; the SDK binds a session to the token that opened it);
+`GET /health`; no session id on a refused request (`session_ids.py`); and a request whose
+client disconnects is cancelled (`disconnects.py`). The socket is bound before the server
+says it listens (`listening.py`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from rootbound.config import TokenConfig
 from rootbound.hosts import host_patterns, origin_patterns, url_host
 from rootbound.logs import log
 from rootbound.server.app import App
@@ -36,20 +39,26 @@ from rootbound.server.disconnects import CancelOnDisconnect, cancel_on_disconnec
 from rootbound.server.listening import listen
 from rootbound.server.session_ids import NoSessionIdOnError
 from rootbound.server.signals import STOP_SIGNALS
+from rootbound.tokens import reach_warnings
 
 __all__ = ["LowercaseHost", "http_app", "serve_http"]
 
 
-class _StaticToken(TokenVerifier):
-    """The operator's bearer token, compared in constant time."""
+class _StaticTokens(TokenVerifier):
+    """The operator's bearer tokens, each compared in constant time. A match is known by the token's name
+    (`client_id`): the SDK binds each session to it (a session id shown with another token gets 404), and
+    the App logs it and gives the calls that token's roots. The token itself is kept nowhere else."""
 
-    def __init__(self, secret: str) -> None:
-        self._secret = secret.encode()
+    def __init__(self, tokens: list[TokenConfig]) -> None:
+        self._tokens = [(t.token.encode(), t.name) for t in tokens]
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        if hmac.compare_digest(token.encode(), self._secret):
-            return AccessToken(token="<redacted>", client_id="rootbound-client", scopes=[])
-        return None
+        given = token.encode()
+        found = None
+        for secret, name in self._tokens:  # every one compared: the time taken does not tell which matched
+            if hmac.compare_digest(given, secret):
+                found = name
+        return AccessToken(token="<redacted>", client_id=found, scopes=[]) if found is not None else None
 
 
 class LowercaseHost:
@@ -78,8 +87,8 @@ def http_app(app: App, *, json_response: bool = False) -> ASGIApp:
     security = TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=host_patterns(hosts),
                                          allowed_origins=origin_patterns(origins))
     auth: dict[str, Any] = {}
-    if cfg.auth_token:
-        auth = {"token_verifier": _StaticToken(cfg.auth_token),
+    if cfg.tokens:
+        auth = {"token_verifier": _StaticTokens(cfg.tokens),
                 "auth": AuthSettings(issuer_url=AnyHttpUrl("http://127.0.0.1"), resource_server_url=None)}
     if cancel_on_disconnect not in app.server.middleware:
         app.server.middleware.insert(0, cancel_on_disconnect)  # outermost: it wraps the whole request
@@ -96,7 +105,9 @@ def http_app(app: App, *, json_response: bool = False) -> ASGIApp:
 async def serve_http(app: App) -> int | None:
     """Serve HTTP until a stop signal (returned) has let the calls in flight finish or run out of grace."""
     cfg = app.config
-    if not _is_loopback(cfg.host) and not cfg.auth_token:
+    for warning in reach_warnings(cfg):
+        log.warning(warning)
+    if not _is_loopback(cfg.host) and not cfg.tokens:
         log.warning("HTTP bound to a non-loopback address WITHOUT an auth token: anyone who can reach "
                     "this port can use every tool. Set auth_token (or ROOTBOUND_AUTH_TOKEN).",
                     extra={"host": cfg.host})
@@ -105,7 +116,7 @@ async def serve_http(app: App) -> int | None:
         lifespan="on", timeout_graceful_shutdown=math.ceil(cfg.shutdown_grace)))
     sock = listen(cfg.host, cfg.port)  # before saying so: a port in use is a ListenError, not a later traceback
     log.info("listening", extra={"address": f"http://{url_host(cfg.host)}:{sock.getsockname()[1]}/mcp",
-                                 "auth": "bearer token" if cfg.auth_token else "none"})
+                                 "auth": _auth(cfg.tokens)})
     await server.serve(sockets=[sock])
     return server.stopped_by
 
@@ -136,6 +147,13 @@ class _Uvicorn(uvicorn.Server):
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+
+def _auth(tokens: list[TokenConfig]) -> str:
+    """How /mcp is protected, in words: the tokens by name, never their values."""
+    if not tokens:
+        return "none"
+    return f"bearer token{'s' if len(tokens) > 1 else ''}: {', '.join(t.name for t in tokens)}"
 
 
 def _is_wildcard(host: str) -> bool:

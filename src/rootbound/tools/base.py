@@ -106,11 +106,13 @@ class Workers:
 class Caller:
     """What one client has to itself: its spill files, and its share of the worker threads.
 
-    A client is a stdio connection, an HTTP session, or (for sessionless requests) an auth principal.
+    A client is a stdio connection, an HTTP session, or (for sessionless requests) an auth principal;
+    `connection` names it in the log (and the journal).
     """
 
-    def __init__(self, spill: SpillArea | None) -> None:
+    def __init__(self, spill: SpillArea | None, connection: str = "") -> None:
         self.spill = spill
+        self.connection = connection
         self.quick = anyio.CapacityLimiter(CLIENT_QUICK_THREADS)
         self.heavy = anyio.CapacityLimiter(CLIENT_HEAVY_THREADS)
 
