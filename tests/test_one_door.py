@@ -74,9 +74,8 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
                            "undo puts recorded before-states back at recorded paths, resolved beneath the root's "
                            "handle (fs.beneath), each change by (directory handle, single name) with *at calls"),
     "journal/retention.py": ({"os.stat", "os.unlink"}, "prunes the blob store in the journal's own state directory"),
-    "journal/settings.py": ({"os.makedirs", "os.mkdir", "os.lstat", "os.chmod", "os.path.realpath"},
-                            "makes and checks the journal's own state directory (a host path from the configuration, "
-                            "outside every root)"),
+    "journal/settings.py": ({"os.path.realpath"}, "compares the journal's own state directory (a host path from "
+                            "the configuration, outside every root) with the roots"),
     "journal/store.py": ({"os.mkdir"}, "a root's journal folder in the journal's own state directory (not a root)"),
     "sandbox/bwrap.py": ({"os.path.realpath", "shutil.which", "os.path.islink", "os.readlink"},
                          "the mount namespace: system paths and operator-configured host paths, bound by descriptor"),

@@ -172,14 +172,9 @@ def _kill_everything() -> None:
 
 
 def _stat_fields(pid: str) -> tuple[str, int] | None:
-    """(state, process group) of a process, from /proc/PID/stat (the name may contain spaces or parens)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    rest = data[data.rfind(b")") + 2:].split()
-    return rest[0].decode(), int(rest[2])
+    """(state, process group) of a process."""
+    fields = _stat_all(pid)
+    return None if fields is None else (fields[0], fields[2])
 
 
 def live_members(pgid: int) -> list[int]:

@@ -222,10 +222,11 @@ def _inside(path: str, base: str) -> bool:
     return os.path.commonpath([path, base]) == base
 
 
-def _usable(candidate: str, root_paths: list[str]) -> str | None:
-    """Create `candidate` (mode 0700) if needed; None when it lies in a root or is not safely ours."""
+def private_dir(candidate: str, root_paths: Iterable[str]) -> str | None:
+    """`candidate` as a real path, created with mode 0700 if missing; None when it lies in a root or holds
+    one, or is not safely ours. (The recovery records and the change journal both live in such a place.)"""
     real = os.path.realpath(candidate)
-    if any(_inside(real, r) for r in root_paths):
+    if any(_inside(real, r) or _inside(r, real) for r in root_paths):
         return None
     try:
         os.makedirs(os.path.dirname(real), exist_ok=True)
@@ -235,11 +236,20 @@ def _usable(candidate: str, root_paths: list[str]) -> str | None:
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
             return None  # e.g. someone else made /var/tmp/rootbound-state-<uid> first
         if st.st_mode & 0o077:
-            os.chmod(real, 0o700)  # the records name host paths: for our eyes only
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(os.path.join(real, _PENDING), 0o700)
+            os.chmod(real, 0o700)  # records name host paths, journal blobs hold file contents: ours alone
     except OSError:
         return None
+    return real
+
+
+def _usable(candidate: str, root_paths: list[str]) -> str | None:
+    real = private_dir(candidate, root_paths)
+    if real is not None:
+        try:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(os.path.join(real, _PENDING), 0o700)
+        except OSError:
+            return None
     return real
 
 

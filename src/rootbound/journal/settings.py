@@ -9,10 +9,8 @@ server and the CLI run the same choice over the same roots, so they find the sam
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
@@ -54,25 +52,6 @@ class Settings:
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
 
 
-def _usable(candidate: str, root_paths: list[str]) -> str | None:
-    """`candidate` (created with mode 0700 if missing) as a real path; None if it lies in a root or is not ours."""
-    real = os.path.realpath(candidate)
-    if any(inside(real, r) or inside(r, real) for r in root_paths):
-        return None
-    try:
-        os.makedirs(os.path.dirname(real), exist_ok=True)
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(real, 0o700)
-        st = os.lstat(real)
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
-            return None
-        if st.st_mode & 0o077:
-            os.chmod(real, 0o700)  # entries name host paths and blobs hold file contents: ours alone
-    except OSError:
-        return None
-    return real
-
-
 def resolve(journal_dir: str | None, state_dir: str | None, root_paths: Iterable[str], *,
             max_bytes: int = DEFAULT_MAX_BYTES, max_age: float = DEFAULT_MAX_AGE,
             max_file_size: int = DEFAULT_MAX_FILE_SIZE) -> Settings | None:
@@ -84,10 +63,10 @@ def resolve(journal_dir: str | None, state_dir: str | None, root_paths: Iterable
         bases = [state_dir] if state_dir else recovery.default_state_dirs()
         candidates = [os.path.join(b, "journal") for b in bases]
     for candidate in candidates:
-        parent = _usable(os.path.dirname(candidate), roots) if not journal_dir else None
+        parent = recovery.private_dir(os.path.dirname(candidate), roots) if not journal_dir else None
         if not journal_dir and parent is None:
             continue
-        chosen = _usable(candidate, roots)
+        chosen = recovery.private_dir(candidate, roots)
         if chosen is not None:
             return Settings(chosen, max_bytes, max_age, max_file_size)
     return None
