@@ -109,12 +109,19 @@ _TARGETS = {"file": " (link to a file)", "directory": " (link to a directory)",
 def folder_listing(data: Data, *, offset: int) -> str:
     """list_folder: `d  4096  2026-11-26 11:03:07  src/` per entry; a last line when more follow."""
     entries = data["entries"]
-    width = max((len(str(e["size"])) for e in entries), default=1)
+    # Runs once per entry of a page of up to 100,000: one check for control characters in all the names, and
+    # the width of the size column from the largest size.
+    escape = _CONTROL.search("/".join([e["name"] for e in entries])) is not None  # "/" is in no name
+    width = len(str(max([e["size"] for e in entries], default=0)))
     lines = []
     for e in entries:
-        kind = e["type"]
-        name = _plain(e["name"]) + ("/" if kind == "directory" else _TARGETS.get(e.get("target_type", ""), ""))
-        lines.append(f"{_MARKS.get(kind, '?')} {e['size']:>{width}} {e['modified_at'][:19].replace('T', ' ')} {name}")
+        kind, name = e["type"], _plain(e["name"]) if escape else e["name"]
+        if kind == "directory":
+            name += "/"
+        elif kind == "symlink":
+            name += _TARGETS.get(e.get("target_type", ""), "")
+        lines.append(f"{_MARKS.get(kind, '?')} {e['size']:>{width}} {e['modified_at'][:10]} {e['modified_at'][11:19]} "
+                     f"{name}")
     total = data["total"]
     if data["truncated"]:
         lines.append(f"[{len(entries):,} of {_count(total, 'entry', 'entries')} shown; the rest: "
