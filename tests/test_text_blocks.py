@@ -76,6 +76,19 @@ async def test_binary_file_is_one_line_and_its_bytes_stay_structured(server: Har
     assert data["content"] == "\x00\x01\x02text" and data["encoding"] == "utf-8"
 
 
+async def test_text_that_is_not_all_utf8_is_shown_with_replacement_characters(server: Harness,
+                                                                             workspace: Path) -> None:
+    (workspace / "latin1.txt").write_bytes("café\nnaïve\n".encode("latin-1"))
+    text, data = await shown(server, "read_file", root="workspace", path="latin1.txt")
+    assert text.startswith("     1\tcaf\ufffd\n     2\tna\ufffdve\n[not valid UTF-8: ")
+    assert (data["encoding"], base64.b64decode(data["content"])) == ("base64", "café\nnaïve\n".encode("latin-1"))
+    (workspace / "utf8.txt").write_text("é€\n")  # a byte range that cuts the euro sign in two
+    part, data = await shown(server, "read_file", root="workspace", path="utf8.txt", offset_bytes=0, limit_bytes=4)
+    assert part.startswith("é\ufffd\n[not valid UTF-8: ") and part.endswith("; 4 bytes of 6; read on with a larger "
+                                                                           "offset_bytes]")
+    assert base64.b64decode(data["content"]) == "é€".encode()[:4]
+
+
 # -- list_folder --------------------------------------------------------------------------------------------------
 
 

@@ -59,9 +59,15 @@ def binary_kind(head: bytes, path: str) -> str:
 def file_read(data: Data, *, first_line: int, numbered: bool, at_start: bool) -> str:
     """read_file: `cat -n` lines (real line numbers from `first_line`), or the raw text; binary as one line."""
     text: str = data["content"]
-    if data["encoding"] == "base64" or (data["binary"] and numbered):
+    raw: bytes | None = None
+    if data["encoding"] == "base64" and not data["binary"]:
+        # Text that is not all UTF-8 (Latin-1, or a byte range that cuts a character): shown with U+FFFD where
+        # a byte is not, rather than hidden; the exact bytes stay in structuredContent.
+        raw = base64.b64decode(text)
+        text = raw.decode("utf-8", "replace")
+    elif data["encoding"] == "base64" or (data["binary"] and numbered):
         return _binary(data, text, at_start)
-    trailer = _read_trailer(data, first_line, text)
+    trailer = _read_trailer(data, first_line, text, raw)
     if not numbered:
         return text + (("" if not text or text.endswith("\n") else "\n") + trailer if trailer else "")
     lines = text.split("\n")
@@ -85,16 +91,19 @@ def _binary(data: Data, text: str, at_start: bool) -> str:
             "offset_bytes/limit_bytes)]")
 
 
-def _read_trailer(data: Data, first_line: int, text: str) -> str:
+def _read_trailer(data: Data, first_line: int, text: str, raw: bytes | None) -> str:
     notes = [data["note"]] if data.get("note") else []
     total = data.get("lines_total")
-    if data["truncated"]:
+    if raw is not None:
+        notes.append("not valid UTF-8: \ufffd stands for each byte that is not; structuredContent.content holds the "
+                     "exact bytes as base64")
+    if data["truncated"] and text:
         if total is not None:  # a line range
-            last = first_line + text.count("\n") - (0 if text.endswith("\n") or not text else -1) - 1
+            last = first_line + text.count("\n") - (0 if text.endswith("\n") else -1) - 1
             notes.append(f"lines {first_line:,}-{last:,} of {total:,}; read on with offset_lines={last + 1}")
         else:
-            notes.append(f"{_count(len(text.encode()), 'byte')} of {data['size']:,}; read on with a larger "
-                         "offset_bytes")
+            got = len(raw) if raw is not None else len(text.encode())
+            notes.append(f"{_count(got, 'byte')} of {data['size']:,}; read on with a larger offset_bytes")
     return f"[{'; '.join(notes)}]" if notes else ""
 
 
