@@ -116,7 +116,8 @@ _TARGETS = {"file": " (link to a file)", "directory": " (link to a directory)",
 
 
 def folder_listing(data: Data, *, offset: int) -> str:
-    """list_folder: `d  4096  2026-11-26 11:03:07  src/` per entry; a last line when more follow."""
+    """list_folder: `d 4096 2026-11-26 11:03:07 src/` per entry (type, size, mtime UTC, name); a last line when more
+    follow."""
     entries = data["entries"]
     # Runs once per entry of a page of up to 100,000: one check for control characters in all the names, and
     # the width of the size column from the largest size.
