@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NotRequired
 
 from typing_extensions import TypedDict
 
@@ -45,8 +45,8 @@ class Match(TypedDict):
     file: str
     line_number: int
     line_content: str
-    context_before: list[str]
-    context_after: list[str]
+    context_before: NotRequired[list[str]]  # left out when empty: most matches have no context
+    context_after: NotRequired[list[str]]
 
 
 class FilterError(PatternError):
@@ -93,8 +93,12 @@ class _Answer:
             if self.budget < 0:
                 self.over_budget = True
                 return
-            self.matches.append({"file": shown, "line_number": line_number, "line_content": line,
-                                 "context_before": before, "context_after": after})
+            match: Match = {"file": shown, "line_number": line_number, "line_content": line}
+            if before:
+                match["context_before"] = before
+            if after:
+                match["context_after"] = after
+            self.matches.append(match)
             if len(self.matches) >= self.want:
                 return
 

@@ -6,7 +6,7 @@ import base64
 import grp
 import pwd
 import stat
-from typing import Annotated, Literal, NotRequired
+from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
@@ -14,7 +14,19 @@ from typing_extensions import TypedDict
 from rootbound.catalogue import FILE_TOOLS
 from rootbound.errors import Failure, Kind
 from rootbound.fs import Kinds, content, display_path, file_type, split_path
-from rootbound.tools.base import Args, CallContext, PathArgs, RelPath, RootName, ToolSpec, Work, iso_time, read_only
+from rootbound.tools import render
+from rootbound.tools.base import (
+    Args,
+    CallContext,
+    PathArgs,
+    RelPath,
+    RootName,
+    ToolSpec,
+    Work,
+    iso_time,
+    loose_list,
+    read_only,
+)
 
 __all__ = ["TOOLS"]
 
@@ -81,7 +93,9 @@ class ListFolderArgs(Args):
 
 class ListFolderResult(BaseModel):
     path: str
-    entries: list[Entry]
+    entries: Annotated[list[Entry], loose_list(
+        "Each entry: name, type (file, directory, symlink, ...), size (bytes), modified_at (ISO 8601) and, for a "
+        "symlink, target_type (file, directory or external).")]
     count: int = Field(description="Entries returned in this page.")
     total: int = Field(description="Entries in the folder.")
     truncated: bool = Field(description="True when entries follow this page (read on with offset).")
@@ -113,6 +127,7 @@ class ReadFileArgs(Args):
     limit_bytes: Annotated[int | None, Field(ge=0, description="Maximum bytes to return.")] = None
     offset_lines: Annotated[int | None, Field(ge=1, description="First line to return (1-based).")] = None
     limit_lines: Annotated[int | None, Field(ge=0, description="Maximum lines to return.")] = None
+    line_numbers: Annotated[bool, Field(description="false: the text without line numbers.")] = True
 
 
 class ReadFileResult(BaseModel):
@@ -186,6 +201,13 @@ def read_file(ctx: CallContext, args: ReadFileArgs) -> ReadFileResult:
     text, encoding = _encode(data)
     return ReadFileResult(path=display_path(split_path(args.path)), content=text, encoding=encoding, size=size,
                           lines_total=lines_total, truncated=truncated, binary=binary, note=note)
+
+
+def _read_text(args: ReadFileArgs, data: dict[str, Any]) -> str:
+    """Line numbers unless the call asked for bytes or for none; numbered from the first line read."""
+    by_bytes = args.offset_bytes is not None or args.limit_bytes is not None
+    return render.file_read(data, first_line=args.offset_lines or 1, numbered=args.line_numbers and not by_bytes,
+                            at_start=not args.offset_bytes)
 
 
 # -- stat_file ------------------------------------------------------------------------------------
@@ -298,7 +320,7 @@ TOOLS = [
         "List the roots (named directories) this server lets you work in, and the file tools each root "
         "allows. Call this first: every other file tool takes a `root` name from this list and a path "
         "relative to that root. Host paths are never shown.",
-        NoArgs, ListRootsResult, read_only("List roots"), list_roots),
+        NoArgs, ListRootsResult, read_only("List roots"), list_roots, text=lambda _, data: render.roots(data)),
     ToolSpec(
         "list_folder", "List a folder",
         "List the immediate entries of a directory in a root, sorted by name: each with name, type "
@@ -306,7 +328,8 @@ TOOLS = [
         "target_type: file or directory when it leads inside the root, external otherwise. Returns one page: "
         f"at most limit entries (default {LIST_LIMIT:,}) from offset; total counts the folder's entries and "
         "truncated says more follow. Not recursive: use glob for that.",
-        ListFolderArgs, ListFolderResult, read_only("List a folder"), list_folder),
+        ListFolderArgs, ListFolderResult, read_only("List a folder"), list_folder,
+        text=lambda args, data: render.folder_listing(data, offset=args.offset)),
     ToolSpec(
         "read_file", "Read a file",
         "Read a file in a root. With no offset/limit the whole file is returned if it is at most "
@@ -315,21 +338,22 @@ TOOLS = [
         "at once. UTF-8 text comes back as is; anything else as base64 (encoding says which). binary is "
         "true when the file's first 8 KiB hold a NUL byte; truncated is true when more of the file follows; "
         "lines_total counts the file's lines on full and line reads.",
-        ReadFileArgs, ReadFileResult, read_only("Read a file"), read_file, work=_read_work),
+        ReadFileArgs, ReadFileResult, read_only("Read a file"), read_file, work=_read_work, text=_read_text),
     ToolSpec(
         "stat_file", "File metadata",
         "Metadata of a file, directory or symlink in a root: name, path, type, size, is_directory, "
         "is_symlink, modified_at. A symlink is described itself, with `target` saying what it leads to "
         "(type external when that is outside the root).",
-        PathArgs, StatResult, read_only("File metadata"), stat_file),
+        PathArgs, StatResult, read_only("File metadata"), stat_file, text=lambda _, data: render.stat(data)),
     ToolSpec(
         "hash_file", "Hash a file",
         "Compute the md5, sha1 or sha256 (default) hex digest of a file in a root, streaming it, so any "
         "size works. Useful to check whether a file changed, or whether two files are identical.",
-        HashArgs, HashResult, read_only("Hash a file"), hash_file),
+        HashArgs, HashResult, read_only("Hash a file"), hash_file, text=lambda _, data: render.file_hash(data)),
     ToolSpec(
         "permissions_file", "File permissions",
         "Owner, group and permission bits of a file, directory or symlink in a root: mode as octal "
         '("0644") and mode_string as ls shows it ("-rw-r--r--"). Read only: permissions cannot be changed.',
-        PathArgs, PermissionsResult, read_only("File permissions"), permissions_file),
+        PathArgs, PermissionsResult, read_only("File permissions"), permissions_file,
+        text=lambda _, data: render.permissions(data)),
 ]

@@ -16,7 +16,7 @@ import os
 import stat
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, WithJsonSchema
+from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
 from rootbound.errors import ToolError
@@ -26,7 +26,8 @@ from rootbound.grep.clock import Clock
 from rootbound.grep.contents import FilterError, Grep, Match, Query
 from rootbound.grep.names import Glob
 from rootbound.grep.scanner import CUT, LINE_CAP, PatternError
-from rootbound.tools.base import Args, CallContext, RootName, ToolSpec, iso_time, read_only
+from rootbound.tools import render
+from rootbound.tools.base import Args, CallContext, RootName, ToolSpec, iso_time, loose_list, read_only
 from rootbound.tools.reading import printable
 
 __all__ = ["TOOLS"]
@@ -84,20 +85,10 @@ class GrepArgs(Args):
     max_depth: MaxDepth = None
 
 
-def _items(description: str) -> WithJsonSchema:
-    """A light output schema for a result list: an array, its items' fields named in words.
-
-    The MCP Python client validates every structured result against the output schema
-    with jsonschema, at about 30 µs per fully described item and still 5 µs per item
-    described only as an object: on a 5,000-match answer that cost more than the search.
-    """
-    return WithJsonSchema({"type": "array", "description": description})
-
-
 class GrepResult(BaseModel):
-    matches: Annotated[list[Match], _items(
+    matches: Annotated[list[Match], loose_list(
         "Each match: file (path relative to the root), line_number (1-based), line_content, context_before "
-        "and context_after (lists of lines, nearest last / first).")]
+        "and context_after (lists of lines, nearest last / first; left out when empty).")]
     total_matches: int = Field(description="Number of matches returned.")
     truncated: bool = Field(description="True when max_results was reached and more matches exist.")
     timed_out: bool = Field(description="True when timeout_seconds ran out; matches are those found before.")
@@ -157,7 +148,7 @@ class GlobMatch(TypedDict):
 
 
 class GlobResult(BaseModel):
-    matches: Annotated[list[GlobMatch], _items(
+    matches: Annotated[list[GlobMatch], loose_list(
         "Sorted by path. Each: path (relative to the root), type (file, directory, symlink, ...), size "
         "(bytes; a symlink's own) and modified_at (ISO 8601).")]
     total_matches: int = Field(description="Number of matches returned.")
@@ -202,7 +193,9 @@ TOOLS = [
         f"(context lines: their start), and the cut side is marked {CUT}. Stops at max_results (truncated: "
         "true) or timeout_seconds (timed_out: true) and returns what it found. Filter files with "
         'glob_filter, e.g. "*.py".',
-        GrepArgs, GrepResult, read_only("Search file contents"), grep, file_timeout=False),
+        GrepArgs, GrepResult, read_only("Search file contents"), grep, file_timeout=False,
+        text=lambda args, data: render.grep_matches(data, max_results=args.max_results,
+                                                    context=args.context_lines > 0)),
     ToolSpec(
         "glob", "Find files by name",
         "Find files, directories and symlinks under a path in a root whose relative path matches a glob "
@@ -211,5 +204,6 @@ TOOLS = [
         "sorted, each with type, size and modified_at. Symlinks are listed, not followed. Narrow with "
         "type_filter (file, directory, symlink) and max_depth; stops at max_results (truncated: true) or "
         "timeout_seconds (timed_out: true).",
-        GlobArgs, GlobResult, read_only("Find files by name"), glob, file_timeout=False),
+        GlobArgs, GlobResult, read_only("Find files by name"), glob, file_timeout=False,
+        text=lambda args, data: render.glob_paths(data, max_results=args.max_results)),
 ]

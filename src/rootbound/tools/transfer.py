@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field
 
 from rootbound.fs import display_path, split_path
+from rootbound.tools import render
 from rootbound.tools.base import Args, CallContext, RelPath, ToolSpec, writes
 from rootbound.tools.messages import skip_reason
 from rootbound.tools.writing import guard
@@ -79,7 +80,8 @@ TOOLS = [
         "stay inside the destination root; others (and FIFOs, sockets, devices) are skipped and listed. A folder "
         "holding a git repository (.git, or a bare repository) is not copied (use git clone), and nothing is "
         "copied into a .git directory or onto a protected path (as for write_file).",
-        TransferArgs, CopyResult, writes("Copy a file or folder", destructive=True, idempotent=True), copy),
+        TransferArgs, CopyResult, writes("Copy a file or folder", destructive=True, idempotent=True), copy,
+        text=lambda _, data: render.copied(data)),
     ToolSpec(
         "move", "Move or rename",
         "Move or rename a file or folder, within a root or to another root; move must be allowed on both roots. "
@@ -89,5 +91,6 @@ TOOLS = [
         "copied. A symlink is moved as a link; a move that would make a relative link lead outside its root is "
         "refused. The root itself cannot be moved. A folder holding a git repository moves whole; .git itself, "
         "anything inside a .git directory, and protected paths (as for write_file) are not moved.",
-        TransferArgs, MoveResult, writes("Move or rename", destructive=True, idempotent=False), move),
+        TransferArgs, MoveResult, writes("Move or rename", destructive=True, idempotent=False), move,
+        text=lambda _, data: render.moved(data)),
 ]

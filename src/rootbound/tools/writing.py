@@ -22,6 +22,7 @@ from rootbound.errors import Failure, Kind, PathError, ToolError
 from rootbound.fs import Root, display_path, split_path
 from rootbound.fs.guards import Guard
 from rootbound.fs.root import Target
+from rootbound.tools import render
 from rootbound.tools.base import Args, CallContext, PathArgs, RelPath, RootName, ToolSpec, writes
 
 __all__ = ["TOOLS", "changing_file", "check_expected", "check_file_path", "guard", "sha256"]
@@ -252,12 +253,14 @@ TOOLS = [
         "a .git directory, a file that would make its folder look like a bare git repository (HEAD with objects "
         "and refs), agent and editor settings (.mcp.json, .claude/settings.json, .vscode/tasks.json, ...) and "
         "shell start-up files. Git commands change repositories.",
-        WriteFileArgs, WriteFileResult, writes("Write a file", destructive=True, idempotent=False), write_file),
+        WriteFileArgs, WriteFileResult, writes("Write a file", destructive=True, idempotent=False), write_file,
+        text=lambda _, data: render.written(data)),
     ToolSpec(
         "remove_file", "Remove a file",
         "Delete one file (or symlink: the link itself is removed, never what it points to) in a root. Fails for "
         "a directory (use remove_folder), for a missing file, and for protected paths (as for write_file).",
-        PathArgs, RemovedResult, writes("Remove a file", destructive=True, idempotent=True), remove_file),
+        PathArgs, RemovedResult, writes("Remove a file", destructive=True, idempotent=True), remove_file,
+        text=lambda _, data: render.removed(data)),
     ToolSpec(
         "patch_file", "Patch a file",
         "Apply a unified diff (as `diff -u` or `git diff` print it, or a '*** Begin Patch' patch) to one file in a "
@@ -269,18 +272,21 @@ TOOLS = [
         "several files, only the part whose ---/+++ name is `path` is used. On failure the file is unchanged and "
         "the error names the hunk and line. Optional expected_sha256 as for write_file. Protected paths as for "
         "write_file.",
-        PatchFileArgs, PatchFileResult, writes("Patch a file", destructive=True, idempotent=False), patch_file),
+        PatchFileArgs, PatchFileResult, writes("Patch a file", destructive=True, idempotent=False), patch_file,
+        text=lambda _, data: render.patched(data)),
     ToolSpec(
         "create_folder", "Create a folder",
         "Create a directory in a root, with any missing parents (like mkdir -p). Succeeds with created=false if it "
         "already exists; fails if a file is in the way. Never creates .git, anything inside a .git directory, or "
         "the objects/refs folder that would make a folder look like a bare git repository.",
-        PathArgs, CreatedResult, writes("Create a folder", destructive=False, idempotent=True), create_folder),
+        PathArgs, CreatedResult, writes("Create a folder", destructive=False, idempotent=True), create_folder,
+        text=lambda _, data: render.folder_created(data)),
     ToolSpec(
         "remove_folder", "Remove a folder",
         "Delete a directory and everything in it (like rm -rf) in a root. Symlinks inside are removed as links; "
         "their targets are never touched. Refuses the root itself, a file (use remove_file), a .git directory or "
         "anything inside one, and folders that hold other protected paths (e.g. .claude/settings.json); a folder "
         "that holds a git repository may be removed whole.",
-        PathArgs, RemoveFolderResult, writes("Remove a folder", destructive=True, idempotent=True), remove_folder),
+        PathArgs, RemoveFolderResult, writes("Remove a folder", destructive=True, idempotent=True), remove_folder,
+        text=lambda _, data: render.folder_removed(data)),
 ]
