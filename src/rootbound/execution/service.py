@@ -48,6 +48,7 @@ class CommandRequest:
     root: str | None = None
     timeout: int | None = None
     env: Mapping[str, str] | None = None
+    line_cost: int = 0  # characters the tool's text adds per line of output (counted by the inline cap)
 
 
 @dataclass
@@ -212,7 +213,9 @@ async def execute(request: CommandRequest, *, config: Config, roots: Mapping[str
                     result = await run(launch, timeout=timeout, max_output=config.commands.max_output_size,
                                        command_id=command_id, registry=host.groups,
                                        open_spill=_spill_opener(spill, command_id, config.commands.max_spill_size),
-                                       progress=ProgressFeed(progress) if progress is not None else None)
+                                       progress=ProgressFeed(progress) if progress is not None else None,
+                                       inline_limit=config.commands.inline_output_limit,
+                                       line_cost=request.line_cost)
                 finally:
                     if launch.cleanup is not None:
                         removed = list(launch.cleanup() or ())  # quick by contract (slow work: a thread of its own)
