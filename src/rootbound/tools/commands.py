@@ -70,6 +70,12 @@ def _one_of(args: Args, name: str, alias: str) -> Any:
 _SAME_AS = "Another spelling of {}; give one or the other."
 
 
+def _sandbox_note() -> Any:
+    return Field(default=None, description=(
+        "Set when the command failed probably because the sandbox denied it: what it tried, and the server "
+        "setting that would allow it."))
+
+
 def _removed() -> Any:
     return Field(default=None, description=(
         "Protected paths (root:path) the command created, which the sandbox removed once it ended."))
@@ -114,6 +120,7 @@ class ExecuteCommandResult(BaseModel):
         "Where the full output of a cut stream is kept: read it with read_file on that root and path."))
     removed: list[str] | None = _removed()
     note: str | None = None
+    sandbox_note: str | None = _sandbox_note()
 
     @model_serializer(mode="wrap")
     def _keep_nulls(self, handler: Any) -> dict[str, Any]:
@@ -136,7 +143,7 @@ async def execute_command(ctx: CallContext, args: ExecuteCommandArgs) -> ToolOut
         execution_time_ms=round(r.duration_ms),
         timed_out=r.timed_out, truncated=r.truncated, signal=r.signal, working_directory=outcome.working_directory,
         stdout_bytes=r.stdout.total_bytes, stderr_bytes=r.stderr.total_bytes, output_files=_files(r),
-        removed=outcome.removed or None, note=_note(r, outcome.removed))
+        removed=outcome.removed or None, note=_note(r, outcome.removed), sandbox_note=outcome.sandbox_note)
     items: list[tuple[str, Any]] = [("exit_code", r.exit_code), ("stdout", r.stdout.text), ("stderr", r.stderr.text)]
     if r.timed_out:
         items += [("timed_out", True), ("timeout_seconds", outcome.timeout)]
@@ -144,6 +151,8 @@ async def execute_command(ctx: CallContext, args: ExecuteCommandArgs) -> ToolOut
         items.append(("signal", r.signal))
     if result.note:
         items.append(("note", result.note))
+    if result.sandbox_note:
+        items.append(("sandbox_note", result.sandbox_note))
     return ToolOutput(result, dump(items), is_error=r.timed_out)
 
 
@@ -195,6 +204,7 @@ class ShellResult(BaseModel):
         "Where the full output of a cut stream is kept: read it with read_file on that root and path."))
     removed: list[str] | None = _removed()
     note: str | None = None
+    sandbox_note: str | None = _sandbox_note()
 
 
 def _summary(r: RunResult, timeout: int) -> str:
@@ -217,7 +227,8 @@ async def shell(ctx: CallContext, args: ShellArgs) -> ToolOutput:
         command=args.command, execution_time_ms=round(r.duration_ms), duration_ms=round(r.duration_ms),
         working_directory=outcome.working_directory,
         signal=r.signal, truncated=r.truncated, stdout_bytes=r.stdout.total_bytes, stderr_bytes=r.stderr.total_bytes,
-        output_files=_files(r), removed=outcome.removed or None, note=_note(r, outcome.removed))
+        output_files=_files(r), removed=outcome.removed or None, note=_note(r, outcome.removed),
+        sandbox_note=outcome.sandbox_note)
     if r.timed_out:
         result = ShellResult(timeout_seconds=outcome.timeout, partial_stdout=out, partial_stderr=err, **common)
     else:
@@ -229,6 +240,8 @@ async def shell(ctx: CallContext, args: ShellArgs) -> ToolOutput:
         sections.append(f"--- stderr ---\n{err.removesuffix(chr(10))}")
     if result.note:
         sections.append(f"Note: {result.note}")
+    if result.sandbox_note:
+        sections.append(f"Sandbox: {result.sandbox_note}")
     return ToolOutput(result, "\n".join(sections), is_error=r.timed_out or r.exit_code != 0)
 
 
