@@ -44,8 +44,10 @@ class Server:
         (workdir / "ws").mkdir(exist_ok=True)
         config: dict[str, Any] = {"roots": [{"name": "ws", "path": str(workdir / "ws")}],
                                   "commands": {"allowed": "*", "sandbox": "off", "max_output_size": max_output}}
-        if src is None:  # another checkout may predate the key
+        if src is None:  # another checkout may predate the keys
             config["state_dir"] = str(workdir / "state")
+            # The whole output in the result, as before the inline cap: what is measured is max_output_size's bound.
+            config["commands"]["inline_output_limit"] = 2 * max_output
         cfg.write_text(yaml.safe_dump(config))
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ROOTBOUND_", "ALLOWED_"))}
         if src:

@@ -85,6 +85,9 @@ class CommandsConfig(_Strict):
     default_timeout: Annotated[int, Field(ge=1)] = 300
     max_timeout: Annotated[int, Field(ge=1)] = 1800
     max_output_size: Annotated[int, Field(ge=1024)] = 10 * 1024 * 1024
+    inline_output_limit: Annotated[int, Field(ge=2000, description=(
+        "Characters of output one command result shows, stdout and stderr together (head and tail, cut at line "
+        "boundaries); the rest is in the spill file. max_output_size still bounds what is kept in memory."))] = 30_000
     audit_log: str | None = None
     max_concurrent: Annotated[int, Field(ge=1, description="Commands running at once; more wait in a queue.")] = 8
     max_spill_size: Annotated[int, Field(ge=0, description="Bytes of a cut stream kept in its spill file "

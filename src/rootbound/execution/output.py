@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rootbound.execution.spill import SpillFile, SpillInfo
 from rootbound.libc import libc
@@ -37,6 +37,7 @@ class StreamResult:
     total_bytes: int
     truncated: bool
     spill: SpillInfo | None
+    spill_file: SpillFile | None = field(default=None, repr=False, compare=False)  # to discard it if unused
 
 
 def _complete_end(data: bytearray) -> int:
@@ -74,8 +75,11 @@ def return_big_buffers() -> None:
 
 class Capture:
     def __init__(self, stream: str, limit: int, open_spill: Callable[[str], SpillFile | None] | None = None,
-                 on_lines: LinesCallback | None = None) -> None:
+                 on_lines: LinesCallback | None = None, spill_after: int | None = None) -> None:
         self.stream = stream
+        # The spill starts once the stream could be cut: beyond what memory keeps, or (smaller) what a result
+        # may show inline (`inline.fit`), so every cut points at the whole output.
+        self.spill_after = limit if spill_after is None else min(limit, spill_after)
         self.head_limit = limit // 2
         self.tail_limit = limit - self.head_limit
         self.head = bytearray()
@@ -90,8 +94,7 @@ class Capture:
     def feed(self, data: bytes) -> None:
         if self.on_lines is not None:
             self._lines(data)
-        if self.spill is None and self.open_spill is not None and self.total + len(data) > self.head_limit + \
-                self.tail_limit:
+        if self.spill is None and self.open_spill is not None and self.total + len(data) > self.spill_after:
             self.spill = self.open_spill(self.stream)
             self.open_spill = None
             if self.spill is not None:
@@ -139,7 +142,7 @@ class Capture:
         if self.spill is not None:
             self.spill.close()
         kept = len(self.head) + self.tail_len
-        info = self.spill.info() if self.spill is not None and kept != self.total else None
+        info = self.spill.info() if self.spill is not None else None
         buf = self.head  # the text is assembled here, in place
         if kept != self.total:
             cut = self.total - kept
@@ -159,4 +162,4 @@ class Capture:
         self.head = bytearray()
         text = buf.decode("utf-8", "replace")
         del buf
-        return StreamResult(text, self.total, kept != self.total, info)
+        return StreamResult(text, self.total, kept != self.total, info, self.spill)

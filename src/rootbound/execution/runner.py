@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import anyio
 import anyio.to_thread
 
-from rootbound.execution import groups
+from rootbound.execution import groups, inline
 from rootbound.execution.environment import COMMAND_ID_VAR
 from rootbound.execution.launch import Child, Launch
 from rootbound.execution.output import Capture, StreamResult
@@ -144,12 +144,18 @@ async def _cleanup(child: Child, command_id: str, abnormal: bool, registry: grou
 
 async def run(launch: Launch, *, timeout: float, max_output: int, command_id: str, registry: groups.ProcessGroups,
               open_spill: Callable[[str], SpillFile | None] | None = None,
-              progress: ProgressFeed | None = None) -> RunResult:
+              progress: ProgressFeed | None = None, inline_limit: int | None = None, line_cost: int = 0) -> RunResult:
+    """`max_output` bounds what each stream keeps in memory; `inline_limit` what the result shows of both
+    (`line_cost`: what the tool's text adds per line)."""
     on_lines = progress.add if progress is not None else None
-    out = Capture("stdout", max_output, open_spill, on_lines)
-    err = Capture("stderr", max_output, open_spill, on_lines)
+    spill_after = inline.spill_threshold(inline_limit) if inline_limit is not None else None
+    out = Capture("stdout", max_output, open_spill, on_lines, spill_after)
+    err = Capture("stderr", max_output, open_spill, on_lines, spill_after)
     with registry.running(command_id), recovery.command_running(command_id):
-        return await _run(launch, timeout, command_id, out, err, progress, registry)
+        result = await _run(launch, timeout, command_id, out, err, progress, registry)
+    if inline_limit is not None:
+        result.stdout, result.stderr = inline.fit(result.stdout, result.stderr, inline_limit, line_cost)
+    return result
 
 
 async def _run(launch: Launch, timeout: float, command_id: str, out: Capture, err: Capture,

@@ -20,6 +20,7 @@ import anyio
 from rootbound.config import Config
 from rootbound.errors import Denied, ToolError
 from rootbound.execution.audit import write_audit
+from rootbound.execution.denials import sandbox_note
 from rootbound.execution.environment import build_env, check_assignment
 from rootbound.execution.groups import ProcessGroups
 from rootbound.execution.launch import UNCONFINED, Launch, Launcher
@@ -48,6 +49,7 @@ class CommandRequest:
     root: str | None = None
     timeout: int | None = None
     env: Mapping[str, str] | None = None
+    line_cost: int = 0  # characters the tool's text adds per line of output (counted by the inline cap)
 
 
 @dataclass
@@ -56,6 +58,7 @@ class Outcome:
     working_directory: str
     timeout: int
     removed: list[str] = field(default_factory=list)  # protected paths the command created, removed after it
+    sandbox_note: str | None = None  # the command failed, probably because the sandbox denied it: which key allows it
 
 
 class CommandQueue:
@@ -212,7 +215,9 @@ async def execute(request: CommandRequest, *, config: Config, roots: Mapping[str
                     result = await run(launch, timeout=timeout, max_output=config.commands.max_output_size,
                                        command_id=command_id, registry=host.groups,
                                        open_spill=_spill_opener(spill, command_id, config.commands.max_spill_size),
-                                       progress=ProgressFeed(progress) if progress is not None else None)
+                                       progress=ProgressFeed(progress) if progress is not None else None,
+                                       inline_limit=config.commands.inline_output_limit,
+                                       line_cost=request.line_cost)
                 finally:
                     if launch.cleanup is not None:
                         removed = list(launch.cleanup() or ())  # quick by contract (slow work: a thread of its own)
@@ -237,4 +242,6 @@ async def execute(request: CommandRequest, *, config: Config, roots: Mapping[str
     finally:
         record["duration_ms"] = round((time.perf_counter() - start) * 1000, 2)
         write_audit(record, config.commands.audit_log)
-    return Outcome(result, workdir.shown, timeout, removed)
+    note = None if result.timed_out else sandbox_note(result.stderr.text, result.exit_code, launcher.name,
+                                                      config.commands.network)
+    return Outcome(result, workdir.shown, timeout, removed, note)

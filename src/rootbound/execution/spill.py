@@ -210,6 +210,12 @@ class SpillFile:
                 os.close(self.fd)
             self.fd = None
 
+    def discard(self) -> None:
+        """Remove the file: the result showed the whole output, so nothing points at it."""
+        self.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.name, dir_fd=self.root.handle())
+
     def info(self) -> SpillInfo:
         return SpillInfo(self.root.name, self.name, self.size, self.complete)
 

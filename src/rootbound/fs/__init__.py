@@ -8,7 +8,8 @@
 * `guards` — protected paths and git's repositories: what the file tools never change;
 * `atomic` — atomic writes, temporary names, no-replace renames, appends, per-file locks;
 * `content` — bytes into and out of open files; `handles` — where a handle really is;
-* `trees` — the one tree walker, and folder copies and removals built on it;
+* `trees` — the one tree walker, and folder copies and removals built on it; `ignores` — what a
+  search's walk leaves out (`.git/`, `.gitignore`, `.ignore`, `.git/info/exclude`);
 * `transfer` — copy and move between roots;
 * `recovery` — records of changes in progress, replayed at the next start;
 * `bounds` — each call's deadline and cancellation, checked by the loops here.

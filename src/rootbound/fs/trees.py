@@ -39,7 +39,7 @@ import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from rootbound.fs import recovery
 from rootbound.fs.atomic import is_temp_name, make_temp
@@ -47,6 +47,9 @@ from rootbound.fs.bounds import checkpoint
 from rootbound.fs.content import copy_fd
 from rootbound.fs.handles import lstat_or_none
 from rootbound.fs.paths import file_type
+
+if TYPE_CHECKING:
+    from rootbound.fs.ignores import Ignores
 
 __all__ = ["DIRECTORY", "FILE", "MAX_DEPTH", "OTHER", "SYMLINK", "CopyStats", "Entry", "Skip", "TooDeep",
            "TreeError", "copy_tree", "open_file", "remove_tree", "temp_dir", "walk"]
@@ -173,16 +176,20 @@ def _never() -> bool:
 
 
 def walk(top_fd: int, *, max_depth: int | None = None, expired: Callable[[], bool] = _never,
-         strict: bool = False) -> Iterator[Entry]:
+         strict: bool = False, ignores: Ignores | None = None) -> Iterator[Entry]:
     """Yield every entry beneath the directory `top_fd` (borrowed, not closed).
 
     `max_depth` follows find/ripgrep: 1 lists only the start directory's own entries, 2 also
     those of its subdirectories, and so on. `expired` is polled before each directory is
     entered; when it returns True the walk ends. `strict`: see the module's docstring.
+    `ignores` (a search's): the entries its rules leave out are neither yielded nor entered, and
+    each directory's ignore files are read as the walk enters it.
     """
     limit = MAX_DEPTH if max_depth is None else min(max_depth, MAX_DEPTH)
     if limit < 1:
         return
+    if ignores is not None:
+        ignores.enter(top_fd, "")
     # One frame per open directory: (handle, path prefix, depth, its entries still to visit).
     frames: list[tuple[int, str, int, Iterator[os.DirEntry[str]]]] = [(top_fd, "", 1, iter(_listing(top_fd, strict)))]
     seen = 0
@@ -199,6 +206,8 @@ def walk(top_fd: int, *, max_depth: int | None = None, expired: Callable[[], boo
                 except OSError:
                     continue  # vanished between listing and typing
                 entry = Entry(prefix, depth, kind, fd, de)
+                if ignores is not None and ignores.ignored(entry.path, de.name, kind == DIRECTORY):
+                    continue
                 sub = -1
                 if kind == DIRECTORY:
                     if depth >= limit:
@@ -212,6 +221,8 @@ def walk(top_fd: int, *, max_depth: int | None = None, expired: Callable[[], boo
                     yield entry
                     continue
                 frames.append((sub, entry.path + "/", depth + 1, iter(())))  # held by the frames from now on
+                if ignores is not None:
+                    ignores.enter(sub, entry.path + "/")  # left when its frame is popped
                 yield entry
                 try:
                     listing = _listing(sub, strict)
@@ -223,6 +234,8 @@ def walk(top_fd: int, *, max_depth: int | None = None, expired: Callable[[], boo
                 break
             else:
                 frames.pop()
+                if ignores is not None:
+                    ignores.leave()
                 if frames:  # every frame but the first holds a handle we opened
                     os.close(fd)
     finally:

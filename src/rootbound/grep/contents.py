@@ -19,6 +19,7 @@ from typing import Final, NotRequired
 
 from typing_extensions import TypedDict
 
+from rootbound.fs.ignores import Ignores
 from rootbound.fs.trees import FILE, Entry, walk
 from rootbound.grep.clock import Clock
 from rootbound.grep.helper import (
@@ -169,12 +170,13 @@ class Grep:
         answer.timed_out, answer.over_budget = self.scanner.timed_out, answer.over_budget or self.scanner.over_budget
         return answer.found(self.clock)
 
-    def tree(self, top: int, prefix: str, helper: SharedHelper | None) -> Found:
-        """Search the files beneath the open directory `top` (borrowed), shown as `prefix` + their path."""
+    def tree(self, top: int, prefix: str, helper: SharedHelper | None, ignores: Ignores | None = None) -> Found:
+        """Search the files beneath the open directory `top` (borrowed), shown as `prefix` + their path, but for
+        those `ignores` leaves out."""
         q = self.query
         answer = _Answer(q.max_results, self.shown)
         job: Job = (q.pattern, q.case_insensitive, q.context_lines, answer.want, self.clock.deadline)
-        entries = walk(top, max_depth=q.max_depth, expired=self.clock.expired)
+        entries = walk(top, max_depth=q.max_depth, expired=self.clock.expired, ignores=ignores)
         self._search(entries, job, prefix, answer, helper)
         return answer.found(self.clock)
 

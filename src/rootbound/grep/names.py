@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable
 from typing import Literal
 
+from rootbound.fs.ignores import Ignores
 from rootbound.fs.trees import walk
 from rootbound.grep.clock import Clock
 from rootbound.grep.patterns import path_regex
@@ -45,12 +46,12 @@ class Glob:
         self.kind = kind
         self.clock = clock
 
-    def find(self, top: int) -> tuple[list[Named], bool]:
-        """The matching entries beneath the open directory `top` (borrowed), in walk order; and whether
-        max_results cut them short."""
+    def find(self, top: int, ignores: Ignores | None = None) -> tuple[list[Named], bool]:
+        """The matching entries beneath the open directory `top` (borrowed), in walk order, but for those
+        `ignores` leaves out; and whether max_results cut them short."""
         found: list[Named] = []
         expired, matches, wanted = self.clock.expired, self.matches, self.kind
-        for n, entry in enumerate(walk(top, max_depth=self.max_depth, expired=expired)):
+        for n, entry in enumerate(walk(top, max_depth=self.max_depth, expired=expired, ignores=ignores)):
             if n % 32 == 31 and expired():  # the walk also checks before each directory
                 break
             kind = entry.kind

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from mcp.types import ToolAnnotations
-from pydantic import BaseModel, Field, model_serializer
+from pydantic import BaseModel, Field, model_serializer, model_validator
 
 from rootbound.execution.runner import RunResult
 from rootbound.execution.service import CommandRequest, Outcome, execute
@@ -59,6 +59,23 @@ def _note(result: RunResult, removed: list[str]) -> str | None:
     return "; ".join(notes) or None
 
 
+def _one_of(args: Args, name: str, alias: str) -> Any:
+    """The value given under either spelling of one parameter; both at once is an error naming both."""
+    a, b = getattr(args, name), getattr(args, alias)
+    if a is not None and b is not None:
+        raise ValueError(f"{name} and {alias} are two spellings of one parameter: give only one of them")
+    return a if a is not None else b
+
+
+_SAME_AS = "Another spelling of {}; give one or the other."
+
+
+def _sandbox_note() -> Any:
+    return Field(default=None, description=(
+        "Set when the command failed probably because the sandbox denied it: what it tried, and the server "
+        "setting that would allow it."))
+
+
 def _removed() -> Any:
     return Field(default=None, description=(
         "Protected paths (root:path) the command created, which the sandbox removed once it ended."))
@@ -77,6 +94,13 @@ class ExecuteCommandArgs(Args):
     root: RootOption = None
     timeout: Timeout = None
     env: Env = None
+    working_directory: Annotated[str | None, Field(description=_SAME_AS.format("cwd"))] = None
+    environment: Annotated[dict[str, str] | None, Field(description=_SAME_AS.format("env"))] = None
+
+    @model_validator(mode="after")
+    def _spellings(self) -> ExecuteCommandArgs:
+        self.cwd, self.env = _one_of(self, "cwd", "working_directory"), _one_of(self, "env", "environment")
+        return self
 
 
 class ExecuteCommandResult(BaseModel):
@@ -84,8 +108,10 @@ class ExecuteCommandResult(BaseModel):
     stdout: str
     stderr: str
     duration_ms: int
+    execution_time_ms: int = Field(description="Same as duration_ms (the shell tool's name for it).")
     timed_out: bool
-    truncated: bool = Field(description="True when stdout or stderr was cut to the server's max_output_size.")
+    truncated: bool = Field(description="True when stdout or stderr was cut (to the inline limit, or the server's "
+                              "max_output_size); output_files says where the whole output is.")
     signal: str | None = Field(default=None, description='Name of the signal that ended the program, e.g. "SIGKILL".')
     working_directory: str
     stdout_bytes: int
@@ -94,6 +120,7 @@ class ExecuteCommandResult(BaseModel):
         "Where the full output of a cut stream is kept: read it with read_file on that root and path."))
     removed: list[str] | None = _removed()
     note: str | None = None
+    sandbox_note: str | None = _sandbox_note()
 
     @model_serializer(mode="wrap")
     def _keep_nulls(self, handler: Any) -> dict[str, Any]:
@@ -104,15 +131,19 @@ class ExecuteCommandResult(BaseModel):
         return data
 
 
+_YAML_INDENT = 2  # each line of stdout/stderr in the YAML text block is indented by two
+
+
 async def execute_command(ctx: CallContext, args: ExecuteCommandArgs) -> ToolOutput:
     outcome = await _run(ctx, CommandRequest("execute_command", args.command, False, args.cwd, args.root,
-                                             args.timeout, args.env))
+                                             args.timeout, args.env, line_cost=_YAML_INDENT))
     r = outcome.result
     result = ExecuteCommandResult(
         exit_code=r.exit_code, stdout=r.stdout.text, stderr=r.stderr.text, duration_ms=round(r.duration_ms),
+        execution_time_ms=round(r.duration_ms),
         timed_out=r.timed_out, truncated=r.truncated, signal=r.signal, working_directory=outcome.working_directory,
         stdout_bytes=r.stdout.total_bytes, stderr_bytes=r.stderr.total_bytes, output_files=_files(r),
-        removed=outcome.removed or None, note=_note(r, outcome.removed))
+        removed=outcome.removed or None, note=_note(r, outcome.removed), sandbox_note=outcome.sandbox_note)
     items: list[tuple[str, Any]] = [("exit_code", r.exit_code), ("stdout", r.stdout.text), ("stderr", r.stderr.text)]
     if r.timed_out:
         items += [("timed_out", True), ("timeout_seconds", outcome.timeout)]
@@ -120,6 +151,8 @@ async def execute_command(ctx: CallContext, args: ExecuteCommandArgs) -> ToolOut
         items.append(("signal", r.signal))
     if result.note:
         items.append(("note", result.note))
+    if result.sandbox_note:
+        items.append(("sandbox_note", result.sandbox_note))
     return ToolOutput(result, dump(items), is_error=r.timed_out)
 
 
@@ -142,6 +175,14 @@ class ShellArgs(Args):
     timeout: Timeout = None
     environment: Env = None
     root: RootOption = None
+    cwd: Annotated[str | None, Field(description=_SAME_AS.format("working_directory"))] = None
+    env: Annotated[dict[str, str] | None, Field(description=_SAME_AS.format("environment"))] = None
+
+    @model_validator(mode="after")
+    def _spellings(self) -> ShellArgs:
+        self.working_directory = _one_of(self, "working_directory", "cwd")
+        self.environment = _one_of(self, "environment", "env")
+        return self
 
 
 class ShellResult(BaseModel):
@@ -150,6 +191,7 @@ class ShellResult(BaseModel):
     stdout: str | None = None
     stderr: str | None = None
     execution_time_ms: int
+    duration_ms: int = Field(description="Same as execution_time_ms (execute_command's name for it).")
     working_directory: str
     timeout_seconds: int | None = Field(default=None, description="Set when the command timed out.")
     partial_stdout: str | None = Field(default=None, description="Output captured before the timeout.")
@@ -162,6 +204,7 @@ class ShellResult(BaseModel):
         "Where the full output of a cut stream is kept: read it with read_file on that root and path."))
     removed: list[str] | None = _removed()
     note: str | None = None
+    sandbox_note: str | None = _sandbox_note()
 
 
 def _summary(r: RunResult, timeout: int) -> str:
@@ -181,9 +224,11 @@ async def shell(ctx: CallContext, args: ShellArgs) -> ToolOutput:
     r = outcome.result
     out, err = r.stdout.text, r.stderr.text
     common: dict[str, Any] = dict(
-        command=args.command, execution_time_ms=round(r.duration_ms), working_directory=outcome.working_directory,
+        command=args.command, execution_time_ms=round(r.duration_ms), duration_ms=round(r.duration_ms),
+        working_directory=outcome.working_directory,
         signal=r.signal, truncated=r.truncated, stdout_bytes=r.stdout.total_bytes, stderr_bytes=r.stderr.total_bytes,
-        output_files=_files(r), removed=outcome.removed or None, note=_note(r, outcome.removed))
+        output_files=_files(r), removed=outcome.removed or None, note=_note(r, outcome.removed),
+        sandbox_note=outcome.sandbox_note)
     if r.timed_out:
         result = ShellResult(timeout_seconds=outcome.timeout, partial_stdout=out, partial_stderr=err, **common)
     else:
@@ -195,6 +240,8 @@ async def shell(ctx: CallContext, args: ShellArgs) -> ToolOutput:
         sections.append(f"--- stderr ---\n{err.removesuffix(chr(10))}")
     if result.note:
         sections.append(f"Note: {result.note}")
+    if result.sandbox_note:
+        sections.append(f"Sandbox: {result.sandbox_note}")
     return ToolOutput(result, "\n".join(sections), is_error=r.timed_out or r.exit_code != 0)
 
 

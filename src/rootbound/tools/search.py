@@ -21,6 +21,7 @@ from typing_extensions import TypedDict
 
 from rootbound.errors import ToolError
 from rootbound.fs import Kinds, Root, bounds, display_path, file_type, split_path
+from rootbound.fs.ignores import Ignores
 from rootbound.fs.trees import OTHER
 from rootbound.grep.clock import Clock
 from rootbound.grep.contents import FilterError, Grep, Match, Query
@@ -40,6 +41,9 @@ MaxResults = Annotated[int, Field(ge=1, le=MAX_RESULTS_LIMIT,
                                   description="Stop after this many results; truncated is then true.")]
 TimeoutSeconds = Annotated[float, Field(gt=0, le=3600, description="Stop after this many seconds and return what "
                                                                    "was found so far, with timed_out true.")]
+IncludeIgnored = Annotated[bool, Field(description="Also search .git/ and what .gitignore, .ignore and "
+                                                   ".git/info/exclude leave out (skipped by default; hidden files "
+                                                   "are always searched).")]
 MaxDepth = Annotated[int | None, Field(ge=0, description="How deep to descend below path: 1 = only entries directly "
                                                          "in path, 2 = one level of subdirectories more, ... "
                                                          "Default: no limit.")]
@@ -64,6 +68,11 @@ def _start_dir(root: Root, path: str) -> tuple[int, os.stat_result, str]:
     return opened.fd, opened.st, "/".join(parts) + "/" if parts else ""
 
 
+def _ignores(root: Root, top: int, include_ignored: bool) -> Ignores | None:
+    """The ignore rules a search from `top` honours (those of the directories above it, within the root, too)."""
+    return None if include_ignored else Ignores.above(root, top)
+
+
 # -- grep -----------------------------------------------------------------------------------------
 
 
@@ -83,6 +92,7 @@ class GrepArgs(Args):
     max_results: MaxResults = 100
     timeout_seconds: TimeoutSeconds = 300
     max_depth: MaxDepth = None
+    include_ignored: IncludeIgnored = False
 
 
 class GrepResult(BaseModel):
@@ -109,7 +119,7 @@ def grep(ctx: CallContext, args: GrepArgs) -> BaseModel:
         if stat.S_ISREG(st.st_mode):
             found = search.file(top, st.st_size, display_path(split_path(args.path)))
         elif stat.S_ISDIR(st.st_mode):
-            found = search.tree(top, prefix, ctx.grep_helper)
+            found = search.tree(top, prefix, ctx.grep_helper, _ignores(root, top, args.include_ignored))
         else:
             raise ToolError(f"not a regular file or directory: {args.path}")
     finally:
@@ -138,6 +148,7 @@ class GlobArgs(Args):
     max_depth: MaxDepth = None
     type_filter: Annotated[Literal["file", "directory", "symlink", "all"],
                            Field(description="Only entries of this type.")] = "all"
+    include_ignored: IncludeIgnored = False
 
 
 class GlobMatch(TypedDict):
@@ -171,7 +182,7 @@ def glob(ctx: CallContext, args: GlobArgs) -> BaseModel:
     try:
         if not stat.S_ISDIR(st.st_mode):
             raise ToolError(f"not a directory: {args.path}")
-        named, truncated = search.find(top)
+        named, truncated = search.find(top, _ignores(root, top, args.include_ignored))
     finally:
         os.close(top)
     found: list[GlobMatch] = [
