@@ -61,7 +61,8 @@ def stage(data: bytes) -> int:
     """A pipe's read end holding `data` (for bubblewrap's `--file FD` / `--seccomp FD`); the caller closes it."""
     read, write = os.pipe()
     try:
-        os.write(write, data)
+        if os.write(write, data) != len(data):  # (an empty pipe takes up to 64 KB in one write)
+            raise OSError("could not stage the sandbox launcher")
     except BaseException:
         os.close(read)
         raise

@@ -226,8 +226,8 @@ def _prog(sockets: bool, metadata: bool, setid: bool) -> _Prog:
 
 def program(*, sockets: bool, metadata: bool, setid: bool = False) -> bytes:
     """The filter as bytes (struct sock_filter array), as bubblewrap's `--seccomp FD` takes it."""
-    _prog(sockets, metadata, setid)
-    return bytes(_BUILT[(sockets, metadata, setid)][1])  # type: ignore[call-overload]
+    prog = _prog(sockets, metadata, setid)
+    return ctypes.string_at(prog.filter, prog.len * ctypes.sizeof(_Insn))
 
 
 def restrict_thread(*, sockets: bool, metadata: bool, setid: bool = False) -> None:
