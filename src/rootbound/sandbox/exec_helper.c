@@ -207,7 +207,8 @@ static void switch_user(const char *item) {
     if (!list) fail("bad launcher argument --user");
     gid_t groups[256];
     size_t n = 0;
-    for (const char *p = list + 1; *p && n < 256;) {
+    for (const char *p = list + 1; *p;) {
+        if (n == 256) fail("too many supplementary groups for --user");
         groups[n++] = (gid_t)number(p, "--user");
         p = strchr(p, ',');
         if (!p) break;
