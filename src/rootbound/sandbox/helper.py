@@ -9,6 +9,7 @@ Python launcher (`exec.py`) is used, as before.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
@@ -24,6 +25,7 @@ _PIPE_SIZE = 1 << 16  # what a pipe holds without a reader (the helper is about 
 
 _lock = threading.Lock()
 _built: list[bytes | None] = []
+_building: list[threading.Thread] = []
 
 
 def _compile() -> bytes | None:
@@ -56,7 +58,13 @@ def helper_bytes() -> bytes | None:
 
 def prepare() -> None:
     """Build it in the background (at server start), so the first command does not wait for the compiler."""
-    threading.Thread(target=helper_bytes, name="rootbound-helper-build", daemon=True).start()
+    if _built or _building:
+        return
+    thread = threading.Thread(target=helper_bytes, name="rootbound-helper-build", daemon=True)
+    _building.append(thread)
+    thread.start()
+    # A server stopped during the build still removes the build directory (daemon threads are cut at exit).
+    atexit.register(thread.join, 60)
 
 
 def stage(data: bytes) -> int:
