@@ -81,6 +81,7 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
                          "the mount namespace: system paths and operator-configured host paths, bound by descriptor"),
     "sandbox/exec.py": ({"os.stat", "os.open", "os.mkdir"},
                         "the launcher inside bubblewrap checks each bind landed where it was meant to"),
+    "sandbox/helper.py": ({"shutil.which"}, "finds the C compiler that builds the launcher, in its own temp directory"),
     "sandbox/landlock.py": ({"os.open"}, "Landlock rules for system and operator-configured host paths"),
     "sandbox/launchers.py": ({"os.path.realpath", "os.rmdir", "os.mkdir", "open", "os.chown"},
                              "a command's private temp directory and the operator's work areas"),

@@ -96,7 +96,7 @@ class ProcessGroups:
         self._live.clear()
         if _subreaper:
             for _ in range(_ROUNDS):
-                if not self._stray_round(None):
+                if not any(self._stray_round(None)):
                     break
                 time.sleep(0.005)
 
@@ -109,18 +109,21 @@ class ProcessGroups:
             return 0
         rounds = 0
         for _ in range(_ROUNDS):
-            if not self._stray_round(command_id):
+            killed, reaped = self._stray_round(command_id)
+            if not (killed or reaped):
                 break
             rounds += 1
-            await anyio.sleep(0.005)  # SIGKILLed processes die and re-parent their children meanwhile
+            # SIGKILLed processes die and re-parent their children meanwhile. A round that only reaped zombies
+            # (bubblewrap's own processes, every time) needs no wait: their children were re-parented already.
+            await anyio.sleep(0.005 if killed else 0)
         return rounds
 
-    def _stray_round(self, command_id: str | None) -> int:
+    def _stray_round(self, command_id: str | None) -> tuple[int, int]:
         """One pass over our children: kill the strays of `command_id` (None: of every command of this App) and of
-        commands no longer running anywhere, and reap strays that are dead. Returns how many were killed or
-        reaped."""
+        commands no longer running anywhere, and reap strays that are dead. Returns how many were killed and how
+        many reaped."""
         mine = os.getsid(0)
-        acted = 0
+        killed = reaped = 0
         for pid in list(self._unreaped):
             if not os.path.exists(f"/proc/{pid}"):
                 self._unreaped.discard(pid)  # collected by its watcher
@@ -137,15 +140,15 @@ class ProcessGroups:
             if fields[0] in ("Z", "X"):
                 if not spawning:  # else it might be a leader that exited before it was registered
                     _reap(pid)
-                    acted += 1
+                    reaped += 1
                 continue
             owner = _command_id(pid)
             if owner and (owner == command_id or owner not in running
                           or (command_id is None and owner in self._running)):
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
-                    acted += 1
-        return acted
+                    killed += 1
+        return killed, reaped
 
 
 # Every App's registry, for the stray rounds and interpreter exit: an index, not state (each App owns its own).

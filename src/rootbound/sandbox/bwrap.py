@@ -122,11 +122,12 @@ class Plan:
 
 
 def build(layout: Layout, work_areas: Sequence[Bind], guards: Guards, *, cwd_path: str, network: bool,
-          switch_user: bool) -> Plan:
+          switch_user: bool, python_launcher: bool = True, extra: Sequence[str] = ()) -> Plan:
     """The view, in mount order: system directories, private /dev /proc /tmp, the directories leading to what
     is bound next (0755, so a `run_as` user can pass), read_paths inside /tmp, work areas, the launcher and
-    programs, roots (parents first), write_paths, guards (parents first), and the working directory: an empty
-    one unless it is visible."""
+    programs, roots (parents first), write_paths, guards (parents first), `extra` (the compiled launcher, its
+    seccomp filter), and the working directory: an empty one unless it is visible. The Python launcher's
+    interpreter and package are bound only when it is used (`python_launcher`)."""
     argv = [*_namespace_flags(network, os.geteuid() == 0, switch_user)]
     inside_private = [p for p in layout.read_paths if any(is_under(p, d) for d in (TMP, *_NO_DIR))]
     _ro([p for p in layout.read_paths if p not in inside_private], argv)
@@ -135,7 +136,7 @@ def build(layout: Layout, work_areas: Sequence[Bind], guards: Guards, *, cwd_pat
     visible = [*layout.read_paths, *(r.real_path for r in layout.roots), *layout.work_areas, *layout.write_paths,
                "/dev", "/proc"]
     needed: list[str] = []
-    for path in launcher_paths():
+    for path in launcher_paths() if python_launcher else ():
         if not any(is_under(path, v) for v in (*visible, *needed)):
             needed.append(path)
     dests = (*inside_private, *needed, *layout.programs, *(b.path for b in (*roots, *work_areas)), *layout.write_paths)
@@ -155,7 +156,7 @@ def build(layout: Layout, work_areas: Sequence[Bind], guards: Guards, *, cwd_pat
     by_fd = [*work_areas, *roots, *guarded]
     if not layout.cwd_visible and cwd_path != "/" and not any(is_under(cwd_path, p) for p in _NO_DIR):
         argv += ["--perms", "0755", "--dir", cwd_path]  # entered, but empty: choosing it widens nothing
-    argv += ["--chdir", cwd_path, "--"]
+    argv += [*extra, "--chdir", cwd_path, "--"]
     checks = []
     for bind in by_fd:
         st = os.fstat(bind.fd)

@@ -27,7 +27,7 @@ from functools import partial
 
 from rootbound.config import Config
 from rootbound.execution.launch import Launch
-from rootbound.sandbox import bwrap, creds, landlock, limits, nofollow, seccomp
+from rootbound.sandbox import bwrap, creds, helper, landlock, limits, nofollow, seccomp
 from rootbound.sandbox.creds import RunAs
 from rootbound.sandbox.layout import DEVICES, SYSTEM_PATHS, Layout, is_under, layout, work_areas
 from rootbound.sandbox.protect import GIT_ENTRIES, Bind, Guards, guard_root, unenforced_rules
@@ -296,6 +296,7 @@ class BwrapLauncher(_Base):
     def __init__(self, config: Config, user: RunAs | None, level: landlock.Support, version: str) -> None:
         super().__init__(config, user, level)
         self.version = version
+        helper.prepare()
 
     def describe(self) -> list[str]:
         inner = self.level.describe() if self.level.available else "no Landlock inside (unavailable)"
@@ -322,6 +323,7 @@ class BwrapLauncher(_Base):
         guards = Guards()
         areas: list[Bind] = []
         info = os.pipe()  # bubblewrap writes its sandbox's PID 1 here: the sweep waits for it to be gone
+        staged: list[int] = []  # pipes holding the compiled launcher and the seccomp filter, for bubblewrap
         try:
             ids = {r.real_path: _identity(r.handle()) for r in where.roots}
             for root in where.writable:
@@ -331,21 +333,43 @@ class BwrapLauncher(_Base):
             env = dict(launch.env)
             env["TMPDIR"] = bwrap.TMP
             private_home = _home(env, where, bwrap.HOME)
+            compiled = self._compiled(where)
+            extra: list[str] = []
+            if compiled is not None:
+                staged.append(helper.stage(compiled))
+                extra += ["--perms", "0555", "--file", str(staged[-1]), helper.PATH]
+                filter_kinds = self._seccomp_kinds()
+                if filter_kinds:  # bubblewrap installs it right before it executes the launcher
+                    staged.append(helper.stage(seccomp.program(sockets="sockets" in filter_kinds, metadata=False,
+                                                               setid="setid" in filter_kinds)))
+                    extra += ["--seccomp", str(staged[-1])]
             plan = bwrap.build(where, areas, guards, cwd_path=launch.cwd_path, network=c.network,
-                               switch_user=self.user is not None)
+                               switch_user=self.user is not None, python_launcher=compiled is None, extra=extra)
             argv = [bwrap.BWRAP, "--info-fd", str(info[1]), *plan.argv,
-                    *self._launcher(launch, where, private_home, plan.checks)]
+                    *self._launcher(launch, where, private_home, plan.checks, compiled is not None)]
         except BaseException:
             guards.close()
             _close(areas)
-            os.close(info[0])
-            os.close(info[1])
+            for fd in (*info, *staged):
+                os.close(fd)
             raise
         return replace(launch, executable=bwrap.BWRAP, argv=argv, env=env,
-                       popen_options={"pass_fds": (*plan.pass_fds, info[1])},
-                       cleanup=partial(_after_bwrap, guards, areas, info))
+                       popen_options={"pass_fds": (*plan.pass_fds, info[1], *staged)},
+                       cleanup=partial(_after_bwrap, guards, areas, info, staged))
 
-    def _launcher(self, launch: Launch, where: Layout, private_home: bool, checks: list[str]) -> list[str]:
+    def _compiled(self, where: Layout) -> bytes | None:
+        """The compiled launcher, unless it cannot be built here or its place would be inside a bind."""
+        if any(is_under(helper.PATH, p) for p in (*where.read_paths, *where.write_paths, *where.work_areas,
+                                                  *(r.real_path for r in where.roots))):
+            return None
+        return helper.helper_bytes()
+
+    def _seccomp_kinds(self) -> list[str]:
+        return [kind for kind, wanted in (("sockets", _sockets_filtered(self.config)), ("setid", self.stays_root))
+                if wanted]
+
+    def _launcher(self, launch: Launch, where: Layout, private_home: bool, checks: list[str],
+                  compiled: bool) -> list[str]:
         opts: list[str] = []
         if where.cwd_visible:  # (else it is an empty directory of the sandbox's own: nothing to check)
             st = os.fstat(launch.cwd_fd)
@@ -358,9 +382,8 @@ class BwrapLauncher(_Base):
             opts += ["--user", f"{self.user.uid}:{self.user.gid}:{','.join(map(str, self.user.groups))}"]
         if private_home:
             opts += ["--mkdir", bwrap.HOME]
-        kinds = [kind for kind, wanted in (("sockets", _sockets_filtered(self.config)), ("setid", self.stays_root))
-                 if wanted]
-        if kinds:
+        kinds = self._seccomp_kinds()
+        if kinds and not compiled:  # (the compiled launcher's filter is installed by bubblewrap: see wrap)
             opts += ["--seccomp", ",".join(kinds)]
         if self.level.available:
             opts += ["--abi", str(self.level.abi), "--net", "1" if self.config.commands.network else "0"]
@@ -371,7 +394,8 @@ class BwrapLauncher(_Base):
             for path in DEVICES:
                 opts += ["--device", path]
             opts += ["--list", "/dev"]
-        return [*bwrap.launcher_argv(), *opts, "--", launch.executable, *launch.argv]
+        start = [helper.PATH] if compiled else bwrap.launcher_argv()
+        return [*start, *opts, "--", launch.executable, *launch.argv]
 
 
 def _identity(fd: int) -> tuple[int, int]:
@@ -379,10 +403,13 @@ def _identity(fd: int) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
-def _after_bwrap(guards: Guards, areas: list[Bind], info: tuple[int, int]) -> list[str]:
+def _after_bwrap(guards: Guards, areas: list[Bind], info: tuple[int, int], staged: Sequence[int] = ()) -> list[str]:
     """Once the command has ended: release the descriptors, and remove what it created where protected paths were
     missing, once nothing of it can write any more (its PID namespace, and so every process in it, is gone)."""
     _close(areas)
+    for fd in staged:
+        with contextlib.suppress(OSError):
+            os.close(fd)
     try:
         os.close(info[1])
         os.set_blocking(info[0], False)

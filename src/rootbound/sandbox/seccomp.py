@@ -224,6 +224,12 @@ def _prog(sockets: bool, metadata: bool, setid: bool) -> _Prog:
     return built[0]
 
 
+def program(*, sockets: bool, metadata: bool, setid: bool = False) -> bytes:
+    """The filter as bytes (struct sock_filter array), as bubblewrap's `--seccomp FD` takes it."""
+    prog = _prog(sockets, metadata, setid)
+    return ctypes.string_at(prog.filter, prog.len * ctypes.sizeof(_Insn))
+
+
 def restrict_thread(*, sockets: bool, metadata: bool, setid: bool = False) -> None:
     """Install the filter on the calling thread (irreversible); raise OSError when it cannot be installed.
 
