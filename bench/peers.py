@@ -63,7 +63,9 @@ def rg_binary() -> str:
 
 
 def import_mcp(fx: Fixture) -> Call:
-    return Call(lambda: subprocess.run([sys.executable, "-c", "import mcp.server"], check=True))
+    # Ended by os._exit, as a server's cold start ends at its initialize result: the interpreter's teardown
+    # (collecting the SDK's many objects) is not start-up, and counting it flattered every server.
+    return Call(lambda: subprocess.run([sys.executable, "-c", "import os, mcp.server; os._exit(0)"], check=True))
 
 
 def raw_read(rel: Callable[[Fixture], str]) -> Callable[[Fixture], Call]:

@@ -113,7 +113,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                            host=config.host, port=config.port, token=bool(config.tokens))), end="")
         return 0
 
-    from rootbound import report
     from rootbound.server import App, run  # imports the MCP SDK (~0.7 s): only when needed
 
     try:
@@ -134,6 +133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ListenError as exc:
             print(f"rootbound: {exc}", file=sys.stderr)
             return 1
+    from rootbound import report  # check and tools only: it loads every part a report describes
+
     try:
         if args.command == "check":
             data = report.policy(app)

@@ -6,13 +6,13 @@ offending key and value, raised before anything listens.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TextIO, TypeVar
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rootbound import config_errors, hosts
@@ -317,16 +317,37 @@ def parse_root_flag(flag: str) -> dict[str, Any]:
 def _read_file(path: str) -> dict[str, Any]:
     try:
         with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
+            data = _json_object(f.read())
+            if data is None:
+                f.seek(0)
+                data = _yaml(path, f)
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path} must hold a mapping of keys, not {type(data).__name__}")
     return data
+
+
+def _yaml(path: str, f: TextIO) -> Any:
+    import yaml  # loading it is a noticeable part of start-up, which a JSON file need not pay
+
+    try:
+        return yaml.safe_load(f)  # from the file, so that its errors name it
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    """A JSON object (which is YAML too: read alike), else None."""
+    if not text.lstrip().startswith("{"):
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _split_env(value: str) -> list[str]:

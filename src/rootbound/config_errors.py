@@ -15,7 +15,6 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 __all__ = ["explain", "shape_problem"]
@@ -25,6 +24,8 @@ _ROOT_EXAMPLE = "roots:\n  - name: workspace\n    path: /srv/project"
 
 
 def _scalar(value: Any) -> str:
+    import yaml  # only to word an error: loading it is a noticeable part of start-up
+
     return yaml.safe_dump(value).removesuffix("\n...\n").strip()
 
 
@@ -37,6 +38,8 @@ def _indent(text: str) -> str:
 
 
 def _yaml(data: Any) -> str:
+    import yaml
+
     return yaml.safe_dump(data, default_flow_style=None, sort_keys=False, width=1000)
 
 

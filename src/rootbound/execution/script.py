@@ -23,12 +23,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-
-import tree_sitter_bash
-from tree_sitter import Language, Node, Parser
+from typing import TYPE_CHECKING
 
 from rootbound.errors import Denied
 from rootbound.execution.words import literal_word
+
+if TYPE_CHECKING:  # the parser itself is loaded by the first script checked: a server that runs none never pays
+    from tree_sitter import Node, Parser
 
 __all__ = ["FREE_BUILTINS", "ScriptCommand", "ScriptReport", "Unverifiable", "analyze"]
 
@@ -81,7 +82,6 @@ _ARITHMETIC = frozenset({"number", "binary_expression", "unary_expression", "par
 _POSIX_EXPANSION = re.compile(r"\$\{#?(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!-])(?:(?::?[-=?+]|%%?|##?).*)?\}\Z",
                               re.DOTALL)
 _COMMENT_BEFORE = frozenset(b" \t\n;&|()")
-_LANGUAGE = Language(tree_sitter_bash.language())
 
 
 class Unverifiable(Denied):
@@ -413,7 +413,10 @@ def analyze(script: str, *, strict: bool, refuse_var: RefuseVar) -> ScriptReport
     """List the commands `script` would run; in strict mode raise `Unverifiable` for anything unverifiable."""
     global _parser
     if _parser is None:
-        _parser = Parser(_LANGUAGE)
+        import tree_sitter_bash
+        from tree_sitter import Language, Parser
+
+        _parser = Parser(Language(tree_sitter_bash.language()))
     source = script.encode("utf-8", "surrogateescape")
     checker = _Checker(source, strict, refuse_var)
     if strict:

@@ -16,27 +16,27 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from wcmatch import fnmatch as wc_fnmatch
-from wcmatch import glob as wc_glob
-
 from rootbound.grep.scanner import PatternError
 
 __all__ = ["MAX_LENGTH", "name_regex", "path_regex"]
 
 MAX_LENGTH: Final = 10_000
 MAX_EXPANSIONS: Final = 1000  # patterns the braces may expand to (wcmatch's own default)
-_PATH_FLAGS: Final = wc_glob.GLOBSTAR | wc_glob.BRACE | wc_glob.DOTGLOB
-_NAME_FLAGS: Final = wc_fnmatch.BRACE | wc_fnmatch.DOTMATCH
 
 
 def _compile(glob: str, *, names: bool) -> re.Pattern[str]:
     if len(glob) > MAX_LENGTH:
         raise PatternError(f"{len(glob)} characters is too long for a glob (at most {MAX_LENGTH}); shorten it")
+    from wcmatch import fnmatch as wc_fnmatch  # loaded by the first glob: a server that never globs does not pay
+    from wcmatch import glob as wc_glob
+
     try:
         if names:
-            include, _ = wc_fnmatch.translate(glob, flags=_NAME_FLAGS, limit=MAX_EXPANSIONS)
+            flags = wc_fnmatch.BRACE | wc_fnmatch.DOTMATCH
+            include, _ = wc_fnmatch.translate(glob, flags=flags, limit=MAX_EXPANSIONS)
         else:
-            include, _ = wc_glob.translate(glob, flags=_PATH_FLAGS, limit=MAX_EXPANSIONS)
+            flags = wc_glob.GLOBSTAR | wc_glob.BRACE | wc_glob.DOTGLOB
+            include, _ = wc_glob.translate(glob, flags=flags, limit=MAX_EXPANSIONS)
         return re.compile("|".join(f"(?:{part})" for part in include))
     except (ValueError, TypeError, re.error) as exc:
         raise PatternError(str(exc)) from None

@@ -26,8 +26,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-import re2
-
 from rootbound.fs.content import SNIFF, looks_binary
 from rootbound.grep.literals import required_literals
 
@@ -40,12 +38,21 @@ OVERLAP: Final = 64 * 1024
 LINE_CAP: Final = 1024
 CUT: Final = "[…]"
 
-_UNANCHORED: Final = re2._Anchor.UNANCHORED
+_UNANCHORED: Any = None  # re2's UNANCHORED, set by `_re2()`: every regex here is made by a caller of it
 _NL: Final = 10
 
 
 class PatternError(ValueError):
     """A pattern that cannot be used (a regex RE2 refuses, a glob too long or too wide); the message says why."""
+
+
+def _re2() -> Any:
+    """The RE2 module, imported by the first pattern compiled: a server that never greps does not load it."""
+    global _UNANCHORED
+    import re2
+
+    _UNANCHORED = re2._Anchor.UNANCHORED
+    return re2
 
 
 def regex_message(exc: Exception) -> str:
@@ -60,6 +67,7 @@ def compile_regex(pattern: str, *, case_insensitive: bool = False, lines: bool =
     Capturing groups are parsed as plain groups: only where a match starts is
     needed, and asking RE2 for submatches would push it off its fast DFA path.
     """
+    re2 = _re2()
     options = re2.Options()
     options.log_errors = False  # RE2 would print every bad pattern to stderr
     options.never_capture = True
@@ -93,6 +101,7 @@ class Prefilter:
     """Finds the next occurrence of any of a few literals: the lines worth running the full pattern on."""
 
     def __init__(self, literals: list[str], ignore_case: bool) -> None:
+        re2 = _re2()
         options = re2.Options()
         options.literal = True
         options.log_errors = False

@@ -123,21 +123,31 @@ class App:
         # plus the anonymous one): they live as long as the server.
         self._principals: dict[str, Caller] = {}
         self.tools: dict[str, ToolSpec] = {t.name: t for t in all_tools(config)}
-        # Built once: generating JSON Schemas is slow, and 2026-07-28 HTTP requests consult a tool's
-        # input schema on every call (Mcp-Param header checks).
-        self._definitions = [t.definition() for t in self.tools.values()]
-        self._input_schemas = {d.name: d.input_schema for d in self._definitions}
+        self._built: list[Tool] | None = None  # see _definitions
+        self._input_schemas: dict[str, dict[str, Any]] = {}
         self.server: Server[Any] = Server(
             "rootbound", version=__version__, instructions=INSTRUCTIONS,
             on_list_tools=self._list_tools, on_call_tool=self._call_tool,
-            get_tool_input_schema=self._input_schemas.get,
+            get_tool_input_schema=self._input_schema,
         )
         self.server.middleware.append(self._roots_middleware)
 
     @property
     def definitions(self) -> list[Tool]:
         """The tool definitions clients are given (`tools/list`), in order."""
-        return list(self._definitions)
+        return list(self._definitions())
+
+    def _definitions(self) -> list[Tool]:
+        # Built once, on first use rather than at start (generating the JSON Schemas is a good part of start-up,
+        # and `initialize` needs none): 2026-07-28 HTTP requests consult a tool's input schema on every call.
+        if self._built is None:
+            self._built = [t.definition() for t in self.tools.values()]
+            self._input_schemas = {d.name: d.input_schema for d in self._built}
+        return self._built
+
+    def _input_schema(self, name: str) -> dict[str, Any] | None:
+        self._definitions()
+        return self._input_schemas.get(name)
 
     # -- per-call context -------------------------------------------------------------------
 
@@ -191,7 +201,7 @@ class App:
 
     async def _list_tools(self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
                           ) -> ListToolsResult:
-        return ListToolsResult(tools=self._definitions)
+        return ListToolsResult(tools=self._definitions())
 
     async def _call_tool(self, ctx: ServerRequestContext[Any], params: CallToolRequestParams) -> CallToolResult:
         token, caller = _token_name(), self._caller(ctx)

@@ -14,7 +14,6 @@ from rootbound import __version__
 from rootbound.logs import log
 from rootbound.sandbox.select import headline as sandbox_headline
 from rootbound.server.app import App
-from rootbound.server.http import serve_http
 from rootbound.server.signals import STOP_SIGNALS, exit_status
 from rootbound.server.stdio import serve_stdio_until_signal
 
@@ -48,7 +47,12 @@ def run(app: App, transport: str) -> int:
             print(f"rootbound {__version__}: serving root(s) {names} over stdio. This process speaks MCP on "
                   "stdin/stdout; start it from an MCP client (see README), or press Ctrl-C to stop.",
                   file=sys.stderr, flush=True)
-        stopped_by = anyio.run(serve_stdio_until_signal if transport == "stdio" else serve_http, app)
+        if transport == "stdio":
+            stopped_by = anyio.run(serve_stdio_until_signal, app)
+        else:
+            from rootbound.server.http import serve_http  # uvicorn and its ASGI stack: HTTP only
+
+            stopped_by = anyio.run(serve_http, app)
     except _StopEarly as stop:
         stopped_by = stop.sig
     except KeyboardInterrupt:

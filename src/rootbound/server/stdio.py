@@ -88,16 +88,18 @@ class _Wire:
                 log.info("client input failed; treating it as end of input", extra={"error": str(exc)})
                 return b""
 
-    async def write(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            written = self._write_now(view)
-            view = view[written:]
-            if not written and view:
-                try:
-                    await anyio.wait_writable(self.stdout)
-                except PermissionError:  # a regular file: epoll refuses it, and writing it never waits
-                    self._out_mode = "plain"
+    async def write(self, *parts: bytes) -> None:
+        """Write `parts` one after the other (a reply and its newline: joining them would copy a big reply)."""
+        for part in parts:
+            view = memoryview(part)
+            while view:
+                written = self._write_now(view)
+                view = view[written:]
+                if not written and view:
+                    try:
+                        await anyio.wait_writable(self.stdout)
+                    except PermissionError:  # a regular file: epoll refuses it, and writing it never waits
+                        self._out_mode = "plain"
         await anyio.lowlevel.checkpoint()
 
     def _write_now(self, view: memoryview) -> int:
@@ -167,7 +169,10 @@ async def stdio_transport() -> AsyncIterator[tuple[MemoryObjectReceiveStream[Ses
                 try:
                     async with write_recv:
                         async for item in write_recv:
-                            await wire.write(item if isinstance(item, bytes) else _encode(item))
+                            if isinstance(item, bytes):
+                                await wire.write(item)
+                            else:
+                                await wire.write(_encode(item), b"\n")
                 except OSError as exc:  # EPIPE: the client stopped reading; nothing more can reach it
                     log.info("client output closed; stopping", extra={"error": str(exc)})
                     tg.cancel_scope.cancel()
@@ -191,11 +196,10 @@ async def stdio_transport() -> AsyncIterator[tuple[MemoryObjectReceiveStream[Ses
 
 
 def _encode(message: SessionMessage) -> bytes:
-    text = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
-    try:
-        return text.encode()
-    except UnicodeEncodeError:  # a lone surrogate from a file name: it has no UTF-8 form
-        return text.encode(errors="replace")
+    """The message as JSON, without its newline. Straight to UTF-8 bytes: model_dump_json makes these very bytes
+    and decodes them to a str, and encoding that back (with the newline) copied a big reply three more times."""
+    model = message.message
+    return bytes(model.__pydantic_serializer__.to_json(model, by_alias=True, exclude_unset=True))
 
 
 async def serve_stdio(app: App, stop: anyio.CancelScope | None = None) -> None:
