@@ -93,6 +93,8 @@ TEXTS: Final[dict[Key, str]] = {
     # -- changing a file --
     Kind.SWAPPED_FOR_SYMLINK: "{path} was replaced by a symlink while being written; nothing was changed, try again",
     Kind.CHANGED_MEANWHILE: "{path} was changed by someone else while this call ran; nothing was written, try again",
+    Kind.JOURNAL_FAILED: "the change journal could not record this change, so it was not made (nothing was "
+                         "changed); the server log says why. Ask the operator to check journal.dir's disk",
     Kind.TOO_LARGE_TO_PATCH: "file too large to patch: {path} is {size} bytes, the limit is {limit}",
     Kind.EXPECTED_MISSING: "file changed: {path} does not exist, but expected_sha256 {expected} was given; nothing was "
                            "written",
@@ -216,7 +218,7 @@ _COMMON: tuple[Key, ...] = (
 # What every writing tool may answer besides its own: git's repositories, the protected paths, a race.
 _GUARDED: tuple[Key, ...] = (
     Kind.PROTECTED, Kind.IS_DOTGIT, Kind.INSIDE_DOTGIT, Kind.ROOT_INSIDE_DOTGIT, Kind.INSIDE_BARE_REPOSITORY,
-    Kind.MAKES_BARE_REPOSITORY,
+    Kind.MAKES_BARE_REPOSITORY, Kind.JOURNAL_FAILED,
 )
 _CHANGING_A_FILE: tuple[Key, ...] = (
     Kind.IS_DIR, Kind.NOT_REGULAR, Kind.SWAPPED_FOR_SYMLINK, Kind.TRAILING_SLASH, ("write", Kind.EXISTS),

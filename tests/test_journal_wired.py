@@ -1,0 +1,129 @@
+"""The journal wired into the server (issue 17 phase 2): every change a file tool makes is recorded before it
+happens, through the real protocol, and `rootbound history` / `undo` on the command line see and revert it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from .conftest import MakeServer, tree
+
+pytestmark = pytest.mark.anyio
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def rootbound(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rootbound", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO)
+
+
+def cli_config(tmp_path: Path, roots: dict[str, Path], **extra: Any) -> Path:
+    """The config file the command line reads: the same roots and journal as the server's."""
+    path = tmp_path / "cli.yaml"
+    path.write_text(yaml.safe_dump({"roots": [{"name": n, "path": str(p)} for n, p in roots.items()],
+                                    "journal": {"dir": str(tmp_path / "journal")}, **extra}))
+    return path
+
+
+def history(config: Path, *args: str) -> list[str]:
+    out = rootbound("history", "--config", str(config), *args)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()
+
+
+async def test_every_file_tool_is_journaled_and_undone_from_the_command_line(make_server: MakeServer,
+                                                                             tmp_path: Path) -> None:
+    ws = tmp_path / "workspace"
+    ws.mkdir()
+    (ws / "a.txt").write_text("one\n")
+    (ws / "b.txt").write_text("bee\n")
+    (ws / "d").mkdir()
+    (ws / "d" / "x.txt").write_text("x\n")
+    before = tree(ws)
+    s = await make_server({"workspace": ws}, journal={"dir": str(tmp_path / "journal")})
+    await s.ok("write_file", root="workspace", path="a.txt", content="two\n")
+    await s.ok("write_file", root="workspace", path="a.txt", content="three\n", mode="append")
+    await s.ok("edit_file", root="workspace", path="a.txt", old_string="two", new_string="TWO")
+    await s.ok("patch_file", root="workspace", path="b.txt", patch="@@ -1 +1 @@\n-bee\n+BEE\n")
+    await s.ok("write_file", root="workspace", path="new.txt", content="fresh\n", mode="create_only")
+    await s.ok("create_folder", root="workspace", path="made")
+    await s.ok("copy", source_root="workspace", source_path="a.txt", dest_root="workspace", dest_path="c.txt")
+    await s.ok("copy", source_root="workspace", source_path="d", dest_root="workspace", dest_path="d2")
+    await s.ok("move", source_root="workspace", source_path="b.txt", dest_root="workspace", dest_path="b2.txt")
+    await s.ok("remove_file", root="workspace", path="c.txt")
+    await s.ok("remove_folder", root="workspace", path="d")
+    assert tree(ws) != before
+
+    config = cli_config(tmp_path, {"workspace": ws})
+    lines = history(config)
+    tools = [next(w for w in line.split() if w in _TOOLS) for line in lines]
+    assert tools == ["remove_folder", "remove_file", "move", "copy", "copy", "create_folder", "write_file",
+                     "patch_file", "edit_file", "write_file", "write_file"]
+
+    undone = rootbound("undo", "--config", str(config), "--since", "1h")
+    assert undone.returncode == 0, undone.stdout + undone.stderr
+    assert tree(ws) == before  # every change reverted, newest first
+
+
+_TOOLS = {"write_file", "edit_file", "patch_file", "remove_file", "remove_folder", "create_folder", "copy", "move"}
+
+
+async def test_journal_off_records_nothing(make_server: MakeServer, tmp_path: Path) -> None:
+    ws = tmp_path / "workspace"
+    s = await make_server({"workspace": ws}, journal="off")
+    assert s.app.journal is None
+    await s.ok("write_file", root="workspace", path="a.txt", content="x")
+    assert not (tmp_path / "journal").exists()
+
+
+def test_a_root_in_the_journal_directory_is_refused_at_start(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    inner = state / "rootbound" / "journal" / "some-root"
+    inner.mkdir(parents=True)
+    for root in (inner, state / "rootbound" / "journal"):
+        out = subprocess.run([sys.executable, "-m", "rootbound", "check", "--root", f"j={root}"], capture_output=True,
+                             text=True, timeout=60, cwd=REPO, env={**os.environ, "XDG_STATE_HOME": str(state)})
+        assert out.returncode == 1, out.stdout
+        assert "root 'j'" in out.stderr and "lies in the change journal's directory" in out.stderr
+        assert "set journal.dir outside every root" in out.stderr
+    # (a root holding journal.dir or state_dir is refused by the configuration already: test_journal_cli.py)
+
+
+async def test_the_journal_directory_is_refused_as_a_client_root(make_server: MakeServer, tmp_path: Path) -> None:
+    from .conftest import RootsClient
+
+    journal = tmp_path / "journal"
+    outside = tmp_path / "desk"
+    outside.mkdir()
+    (journal / "x").mkdir(parents=True)
+    h = await make_server(mode="legacy", client_roots="replace", journal={"dir": str(journal)},
+                          roots_client=RootsClient((f"file://{journal}", "j"), (f"file://{journal}/x", "jx"),
+                                                   (f"file://{tmp_path}", "all"), (f"file://{outside}", "desk")))
+    got = await h.ok("list_roots")
+    assert [r["name"] for r in got["roots"]] == ["desk"]
+
+
+async def test_a_journal_failure_refuses_the_change(make_server: MakeServer, tmp_path: Path) -> None:
+    ws = tmp_path / "workspace"
+    ws.mkdir()
+    (ws / "a.txt").write_text("keep me\n")
+    s = await make_server({"workspace": ws}, journal={"dir": str(tmp_path / "journal")})
+    await s.ok("write_file", root="workspace", path="a.txt", content="changed once\n")
+    # Pull the journal's folder away under the running server: its blobs cannot be stored any more.
+    for folder in (tmp_path / "journal").iterdir():
+        if folder.is_dir() and folder.name != "writers":
+            shutil.rmtree(folder)
+            folder.write_text("in the way")
+    text = await s.err("write_file", root="workspace", path="a.txt", content="changed twice\n")
+    assert "journal could not record this change, so it was not made" in text
+    assert (ws / "a.txt").read_text() == "changed once\n"
+    assert "journal" in (await s.err("remove_file", root="workspace", path="a.txt"))
+    assert (ws / "a.txt").exists()
