@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 import yaml
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
-from .conftest import MakeServer, tree
+from .conftest import CommandServers, MakeServer, text_of, tree
 
 pytestmark = pytest.mark.anyio
 
@@ -127,3 +129,67 @@ async def test_a_journal_failure_refuses_the_change(make_server: MakeServer, tmp
     assert (ws / "a.txt").read_text() == "changed once\n"
     assert "journal" in (await s.err("remove_file", root="workspace", path="a.txt"))
     assert (ws / "a.txt").exists()
+
+
+async def test_a_command_shows_in_the_history_between_two_changes(servers: CommandServers, tmp_path: Path) -> None:
+    ws = tmp_path / "workspace"
+    h = await servers({"allowed": ["touch"]}, roots={"workspace": ws}, journal={"dir": str(tmp_path / "journal")})
+    await h.ok("write_file", root="workspace", path="a.txt", content="1\n")
+    await h.ok("execute_command", command="touch made-by-command", root="workspace")
+    await h.ok("write_file", root="workspace", path="a.txt", content="2\n")
+    lines = history(cli_config(tmp_path, {"workspace": ws}))
+    assert len(lines) == 3
+    assert "write_file" in lines[0] and "write_file" in lines[2]
+    assert "$ touch made-by-command" in lines[1] and "not journaled" in lines[1]
+
+
+# -- the agent's tools: history and undo, each connection its own changes only ------------------------------------
+
+ROOTBOUND = str(Path(sys.executable).with_name("rootbound"))
+
+
+def stdio(config: Path, errlog: Any) -> Client:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ROOTBOUND_", "ALLOWED_"))}
+    return Client(stdio_client(StdioServerParameters(command=ROOTBOUND, args=["--config", str(config)], env=env),
+                               errlog=errlog), mode="legacy")
+
+
+async def test_history_and_undo_reach_only_the_connections_own_changes(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("original a\n")
+    (ws / "b.txt").write_text("original b\n")
+    config = cli_config(tmp_path, {"ws": ws})
+    data = yaml.safe_load(config.read_text())
+    data["roots"][0]["allowed_tools"] = ["*", "history", "undo"]
+    config.write_text(yaml.safe_dump(data))
+    with open(tmp_path / "err.log", "w") as err:
+        async with stdio(config, err) as one, stdio(config, err) as two:
+            assert {"history", "undo"} <= {t.name for t in (await one.list_tools()).tools}
+            wrote = await one.call_tool("write_file", {"root": "ws", "path": "a.txt", "content": "by one\n"})
+            assert not wrote.is_error
+            assert not (await two.call_tool("write_file", {"root": "ws", "path": "b.txt", "content": "by two\n"})
+                        ).is_error
+            mine = (await one.call_tool("history", {"root": "ws"})).structured_content
+            theirs = (await two.call_tool("history", {"root": "ws"})).structured_content
+            assert mine is not None and theirs is not None
+            assert len(mine["changes"]) == 1 and "a.txt" in mine["changes"][0]
+            assert len(theirs["changes"]) == 1 and "b.txt" in theirs["changes"][0]
+            one_id, two_id = mine["changes"][0].split()[0], theirs["changes"][0].split()[0]
+
+            refused = await two.call_tool("undo", {"root": "ws", "ids": [one_id]})
+            assert refused.is_error and "is not your change" in text_of(refused)
+            assert (ws / "a.txt").read_text() == "by one\n"
+
+            undone = await one.call_tool("undo", {"root": "ws", "ids": [one_id]})
+            assert not undone.is_error, text_of(undone)
+            assert undone.structured_content is not None and undone.structured_content["undone"] == [one_id]
+            assert (ws / "a.txt").read_text() == "original a\n"
+            assert (ws / "b.txt").read_text() == "by two\n"  # the other connection's change stands
+            assert (await two.call_tool("undo", {"root": "ws", "ids": [two_id], "dry_run": True})).structured_content
+
+
+async def test_history_and_undo_are_off_unless_allowed(make_server: MakeServer) -> None:
+    s = await make_server()
+    names = {t.name for t in (await s.client.list_tools()).tools}
+    assert "history" not in names and "undo" not in names

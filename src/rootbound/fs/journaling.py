@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from rootbound.errors import Failure, Kind, ToolError
 from rootbound.logs import log
 
-__all__ = ["NOTHING", "Recorder", "Recording", "attributed", "recording"]
+__all__ = ["NOTHING", "Recorder", "Recording", "attributed", "note_command", "recording"]
 
 
 class RootRef(Protocol):
@@ -40,6 +40,10 @@ class Recorder(Protocol):
 
     def begin(self, *, tool: str, root: RootRef, connection: str | None = None,
               client: str | None = None) -> Any: ...
+
+    def note_command(self, *, root: RootRef, tool: str, command: str, cwd: str, exit_code: int | None,
+                     connection: str | None = None, client: str | None = None, duration: float | None = None,
+                     started: float | None = None) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,20 @@ def attributed(journal: Recorder | None, tool: str, connection: str | None, clie
         yield
     finally:
         _current.reset(token)
+
+
+def note_command(root: RootRef, cwd: str, command: str, exit_code: int | None, duration: float, started: float
+                 ) -> None:
+    """Put the audit record of a command that ran in `root` (cwd: root-relative) in the journal's timeline, for the
+    current call; its effects are not journaled. Never fails the command: a failure is logged."""
+    who = _current.get()
+    if who is None:
+        return
+    try:
+        who.journal.note_command(root=root, tool=who.tool, command=command, cwd=cwd, exit_code=exit_code,
+                                 connection=who.connection, client=who.client, duration=duration, started=started)
+    except Exception as exc:
+        log.warning("journal could not record a command", extra={"error": str(exc)[:200]})
 
 
 def _refused(exc: Exception) -> Failure:

@@ -82,7 +82,8 @@ class Root:
         tools = set(allowed_tools)
         self.name = name
         self.real_path = real_path  # for the operator's eyes (check, logs at debug); never put in a result
-        self.allowed_tools = frozenset(FILE_TOOLS) if "*" in tools else frozenset(tools)
+        # "*": every file tool; the journal's tools (history, undo) only when named.
+        self.allowed_tools = frozenset(FILE_TOOLS) | (tools - {"*"}) if "*" in tools else frozenset(tools)
         self._fd = fd
         # Reopened at `real_path` when its directory was removed or replaced and a directory is there again:
         # true for roots opened from a host path (`at`); a client root opened beneath an operator root, or the

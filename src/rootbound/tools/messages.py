@@ -252,6 +252,13 @@ _ELSEWHERE: Final = {
         "commands are refused: …. Nothing was run",
         "commands are refused: … is a symbolic link where a protected … must be …. Nothing was run",
     ),
+    "journal": (
+        "the change journal is off on this server (journal: off), so there is no history to list or undo",
+        "since: … is not a duration; write e.g. 90s, 30m, 2h, 14d or 1w",
+        "no change … in root …'s history; nothing was undone",
+        "… names several changes; give more of the id; nothing was undone",
+        "… is not your change (another connection made it): you may undo only your own; nothing was undone",
+    ),
     "execute_command": (
         "execute_command runs one program directly, without a shell, so the shell operator … cannot be …",
         "command not found: …. …",
@@ -283,6 +290,8 @@ _TOOL_KEYS: Final[dict[str, tuple[Key | str, ...]]] = {
     "move": (*_MOVING, ("rename", Kind.IS_ROOT), ("rename", Kind.INTO_ITSELF), Kind.REPLACES_ONLY_FILES,
              Kind.LINK_LEADS_OUT, Kind.FOLDER_LINK_LEADS_OUT, Kind.TOO_DEEP, Kind.CROSS_FS_SKIPS,
              Kind.CROSS_FS_SPECIAL, Kind.CROSS_FS_LINK_LEADS_OUT, Kind.SOURCE_LEFT, Kind.MOVED_MEANWHILE, *_GUARDED),
+    "history": _ELSEWHERE["journal"][:2],
+    "undo": (_ELSEWHERE["journal"][0], *_ELSEWHERE["journal"][2:]),
     "grep": (*_ELSEWHERE["grep"], Kind.CHANGED),
     "glob": (*_ELSEWHERE["glob"], Kind.CHANGED),
     "execute_command": (*_ELSEWHERE["command"][:1], *_ELSEWHERE["execute_command"], *_ELSEWHERE["command"][1:]),
