@@ -193,3 +193,41 @@ async def test_history_and_undo_are_off_unless_allowed(make_server: MakeServer) 
     s = await make_server()
     names = {t.name for t in (await s.client.list_tools()).tools}
     assert "history" not in names and "undo" not in names
+
+
+# -- GET /changes over real HTTP, behind the token, Host and Origin checks of /mcp ------------------------------
+
+
+async def test_the_changes_page_is_behind_the_token_host_and_origin_checks(tmp_path: Path) -> None:
+    import httpx2
+
+    from .test_http import TOKEN, http_server, mcp_client
+
+    with http_server(tmp_path, auth_token=TOKEN, journal={"dir": str(tmp_path / "journal")}) as base:
+        async with mcp_client(base, TOKEN) as c:
+            wrote = await c.call_tool("write_file", {"root": "workspace", "path": "seen.txt", "content": "hi\n"})
+            assert not wrote.is_error
+        page = f"{base}/changes"
+        assert httpx2.get(page).status_code == 403  # no token
+        assert httpx2.get(page, params={"token": "wrong"}).status_code == 403
+        assert httpx2.get(page, headers={"Authorization": "Bearer wrong"}).status_code == 403
+        with_header = httpx2.get(page, headers={"Authorization": f"Bearer {TOKEN}"})
+        assert with_header.status_code == 200 and "seen.txt" in with_header.text
+
+        signed = httpx2.get(page, params={"token": TOKEN, "path": "seen"})
+        assert signed.status_code == 303 and signed.headers["location"] == "/changes?path=seen"  # token dropped
+        cookie = signed.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=strict" in cookie and TOKEN not in cookie
+        session = signed.cookies["rootbound_changes"]
+        shown = httpx2.get(page, cookies={"rootbound_changes": session})
+        assert shown.status_code == 200 and "seen.txt" in shown.text and TOKEN not in shown.text
+        assert httpx2.get(page, cookies={"rootbound_changes": "made-up"}).status_code == 403
+
+        # The same Host and Origin fences as /mcp, even with a good cookie.
+        good = {"rootbound_changes": session}
+        assert httpx2.get(page, cookies=good, headers={"Host": "evil.example"}).status_code == 403
+        assert httpx2.get(page, cookies=good, headers={"Origin": "http://evil.example"}).status_code == 403
+        posted = httpx2.post(f"{page}/undo", cookies=good, headers={"Origin": "http://evil.example"},
+                             data={"csrf": "x", "id": "y"})
+        assert posted.status_code == 403
+    assert (tmp_path / "workspace" / "seen.txt").read_text() == "hi\n"
