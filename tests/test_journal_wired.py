@@ -231,3 +231,90 @@ async def test_the_changes_page_is_behind_the_token_host_and_origin_checks(tmp_p
                              data={"csrf": "x", "id": "y"})
         assert posted.status_code == 403
     assert (tmp_path / "workspace" / "seen.txt").read_text() == "hi\n"
+
+
+# -- a server killed at random moments while it overwrites a 1 MB file: the journal and the file always agree ------
+
+
+def _consistent(store: Any, root_fd: int, initial: str) -> list[Any]:
+    """The file's state agrees with the journal: nothing pending, and the newest applied entry left what is there.
+    Returns the entries."""
+    from rootbound.journal.model import APPLIED, PENDING
+    from rootbound.journal.recovery import current_digest
+
+    entries = store.entries()
+    assert not [e.id for e in entries if e.status == PENDING], "an entry was left pending after a restart"
+    now = current_digest(root_fd, "big.bin")
+    applied = [e for e in entries if e.status == APPLIED]
+    expected = applied[0].paths[0].after if applied else initial
+    assert now == expected, f"the file is {now}, the journal says {expected}"
+    return entries
+
+
+def test_a_server_killed_during_1mb_overwrites_leaves_journal_and_file_consistent(tmp_path: Path) -> None:
+    import hashlib
+    import json
+    import multiprocessing
+    import random
+    import signal
+    import time
+
+    from rootbound.journal.change import Journal
+    from rootbound.journal.settings import resolve
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    first = b"initial\n" * (1 << 17)
+    (ws / "big.bin").write_bytes(first)
+    config = cli_config(tmp_path, {"ws": ws})
+    settings = resolve(str(tmp_path / "journal"), None, [str(ws)])
+    assert settings is not None
+    journal = Journal(settings)
+    store = journal.store(str(ws.resolve()))
+    root_fd = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["rootbound.cli", "rootbound.server", "tests._killed_server"])
+    from ._killed_server import serve
+
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "killer", "version": "0"}}}
+    rng = random.Random(17)
+    seen: dict[str, int] = {}  # what each kill left: no entry (killed before ready), not applied, applied
+    known: set[str] = set()
+    started = time.monotonic()
+    try:
+        for i in range(101):  # the 101st start settles the 100th kill
+            fin, fout = tmp_path / f"in-{i}", tmp_path / f"out-{i}"
+            os.mkfifo(fin)
+            os.mkfifo(fout)
+            proc = ctx.Process(target=serve, args=(str(fin), str(fout), ["serve", "--config", str(config)]))
+            proc.start()
+            with open(fin, "wb", buffering=0) as to_server, open(fout, "rb") as from_server:
+                to_server.write(json.dumps(init).encode() + b"\n")
+                assert b'"id":0' in from_server.readline()  # up: start-up recovery has run
+                entries = _consistent(store, root_fd, "file:" + hashlib.sha256(first).hexdigest())
+                if i:
+                    new = [e.status for e in entries if e.id not in known]
+                    assert len(new) <= 1
+                    outcome = new[0] if new else "no entry"
+                    seen[outcome] = seen.get(outcome, 0) + 1
+                known |= {e.id for e in entries}
+                if i == 100:
+                    proc.kill()
+                    break
+                body = (f"{i:05d}".encode() + b"y" * 1018 + b"\n") * 1024
+                call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                    "name": "write_file", "arguments": {"root": "ws", "path": "big.bin", "content": body.decode()}}}
+                to_server.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
+                                + json.dumps(call).encode() + b"\n")
+                time.sleep(rng.uniform(0, 0.08))  # a random moment: before, during or after the change
+                os.kill(proc.pid, signal.SIGKILL)
+            proc.join(10)
+    finally:
+        os.close(root_fd)
+        journal.close()
+    print("what the kills left:", seen)
+    # Kills landed at different moments: some writes were made and journaled, some were never made at all.
+    assert sum(seen.values()) == 100 and seen.get("applied", 0) >= 5, seen
+    assert seen.get("no entry", 0) + seen.get("not_applied", 0) >= 5, seen
+    assert time.monotonic() - started < 120
