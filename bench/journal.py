@@ -182,7 +182,9 @@ def main(runs: int, size_kb: int, base: str | None, journal_base: str | None, en
 
 def through_tools(runs: int, size_kb: int, base: str | None, journal_base: str | None) -> None:
     """write_file and read_file of `size_kb` through the tools (App.call: validation, worker thread, the fs
-    core's doors and, when on, the journal), journal on vs off, taking turns in the same run."""
+    core's doors and, when on, the journal), journal on vs off, taking turns in the same run (each side first in
+    half the rounds). Each read follows its side's write, so it also feels what that write left behind (dirty
+    pages, the journal's writes): reads on their own take the same time either way (no seam on read paths)."""
     import asyncio
 
     from rootbound.config import Config
@@ -202,8 +204,8 @@ def through_tools(runs: int, size_kb: int, base: str | None, journal_base: str |
             times: dict[str, list[float]] = {f"{op}, journal {w}": []
                                              for op in ("write", "read") for w in ("off", "on")}
             for i in range(runs + 3):
-                for on, app in apps.items():
-                    state = "on" if on else "off"
+                for on in ((False, True) if i % 2 else (True, False)):  # each goes first in half the rounds
+                    app, state = apps[on], "on" if on else "off"
                     t = time.perf_counter()
                     got = await app.call("write_file", {"root": "r", "path": "f.txt", "content": f"{i:08d}" + body[8:]})
                     elapsed = time.perf_counter() - t
