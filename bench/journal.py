@@ -1,6 +1,7 @@
 """What the change journal adds to a write_file of 100 KB, journal on vs off, in the same run.
 
     .venv/bin/python bench/journal.py [--runs N] [--size-kb N] [--dir PATH] [--journal-dir PATH] [--entries N]
+    .venv/bin/python bench/journal.py --tools [--runs N] [--size-kb N]    # through the real tools, on vs off
 
 Each case drives what phase 2's write_file does: resolve the path beneath the root's handle, take the
 file's lock, look at what is there, write atomically (O_TMPFILE, fsync, link, rename: fs.atomic.write_file)
@@ -179,6 +180,57 @@ def main(runs: int, size_kb: int, base: str | None, journal_base: str | None, en
         journal.close()
 
 
+def through_tools(runs: int, size_kb: int, base: str | None, journal_base: str | None) -> None:
+    """write_file and read_file of `size_kb` through the tools (App.call: validation, worker thread, the fs
+    core's doors and, when on, the journal), journal on vs off, taking turns in the same run (each side first in
+    half the rounds). Each read follows its side's write, so it also feels what that write left behind (dirty
+    pages, the journal's writes): reads on their own take the same time either way (no seam on read paths)."""
+    import asyncio
+
+    from rootbound.config import Config
+    from rootbound.server import App
+
+    size = size_kb * 1024
+    with tempfile.TemporaryDirectory(dir=base) as tmp, tempfile.TemporaryDirectory(dir=journal_base) as jtmp:
+        apps = {}
+        for on in (False, True):
+            root = Path(tmp) / ("on" if on else "off")
+            root.mkdir()
+            apps[on] = App(Config.model_validate({"roots": [{"name": "r", "path": str(root)}], "state_dir": jtmp,
+                                                  "journal": {"dir": os.path.join(jtmp, "journal")} if on else "off"}))
+        body = os.urandom(size // 2).hex()[:size]
+
+        async def run() -> dict[str, list[float]]:
+            times: dict[str, list[float]] = {f"{op}, journal {w}": []
+                                             for op in ("write", "read") for w in ("off", "on")}
+            for i in range(runs + 3):
+                for on in ((False, True) if i % 2 else (True, False)):  # each goes first in half the rounds
+                    app, state = apps[on], "on" if on else "off"
+                    t = time.perf_counter()
+                    got = await app.call("write_file", {"root": "r", "path": "f.txt", "content": f"{i:08d}" + body[8:]})
+                    elapsed = time.perf_counter() - t
+                    assert not got.is_error, got
+                    t = time.perf_counter()
+                    got = await app.call("read_file", {"root": "r", "path": "f.txt"})
+                    read = time.perf_counter() - t
+                    if i >= 3:
+                        times[f"write, journal {state}"].append(elapsed)
+                        times[f"read, journal {state}"].append(read)
+            return times
+
+        try:
+            times = asyncio.run(run())
+        finally:
+            for app in apps.values():
+                app.close()
+        med = {k: statistics.median(v) * 1000 for k, v in times.items()}
+        print(f"through the tools (App.call), {size_kb} KB, {runs} runs, medians:")
+        for k, v in med.items():
+            print(f"{k:24} {v:8.3f} ms")
+        for op in ("write", "read"):
+            print(f"ratio on/off, {op}_file: {med[f'{op}, journal on'] / med[f'{op}, journal off']:.3f}")
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=200)
@@ -186,5 +238,9 @@ if __name__ == "__main__":
     parser.add_argument("--dir", help="where the root's files go (default: the system temp dir)")
     parser.add_argument("--journal-dir", help="where the journal goes (default: the system temp dir)")
     parser.add_argument("--entries", type=int, default=10_000)
+    parser.add_argument("--tools", action="store_true", help="through the real tools (App.call), on vs off")
     a = parser.parse_args()
-    main(a.runs, a.size_kb, a.dir, a.journal_dir, a.entries)
+    if a.tools:
+        through_tools(a.runs, a.size_kb, a.dir, a.journal_dir)
+    else:
+        main(a.runs, a.size_kb, a.dir, a.journal_dir, a.entries)

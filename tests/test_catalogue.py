@@ -10,7 +10,8 @@ from rootbound.tools import all_tools
 
 
 def _specs() -> dict[str, object]:
-    config = Config.model_validate({"roots": [{"name": "w", "path": "/"}], "commands": {"allowed": "*"}})
+    config = Config.model_validate({"roots": [{"name": "w", "path": "/", "allowed_tools": ["*", "history", "undo"]}],
+                                   "commands": {"allowed": "*"}})
     return {spec.name: spec for spec in all_tools(config)}
 
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal
 
-__all__ = ["CATALOGUE", "COMMAND_TOOLS", "FILE_TOOLS", "RUNS", "SPILL_TOOLS", "WRITING_TOOLS", "Runs", "Tool"]
+__all__ = ["CATALOGUE", "COMMAND_TOOLS", "FILE_TOOLS", "JOURNAL_TOOLS", "RUNS", "SPILL_TOOLS", "WRITING_TOOLS", "Runs",
+           "Tool"]
 
 # Where a call runs (see tools/base.py):
 # inline       - no blocking work at all: on the event loop, no thread hop;
@@ -28,7 +29,7 @@ Runs = Literal["inline", "quick", "heavy", "by_arguments", "async"]
 @dataclass(frozen=True)
 class Tool:
     name: str
-    family: Literal["roots", "file", "command"]
+    family: Literal["roots", "file", "command", "journal"]
     runs: Runs
     writes: bool = False  # changes files: a root that allows it is writable for commands too
     spill: bool = False  # served on the read-only `command-output` root
@@ -52,6 +53,10 @@ CATALOGUE: Final[tuple[Tool, ...]] = (
     Tool("move", "file", "heavy", writes=True),
     Tool("grep", "file", "heavy", spill=True),
     Tool("glob", "file", "heavy", spill=True),
+    # The change journal's tools: an agent's own connection's changes, listed or reverted. Off unless a root's
+    # allowed_tools names them ("*" does not: they are not file tools).
+    Tool("history", "journal", "quick"),
+    Tool("undo", "journal", "quick", writes=True),
     Tool("execute_command", "command", "async"),
     Tool("shell", "command", "async"),
 )
@@ -61,4 +66,5 @@ FILE_TOOLS: Final = tuple(t.name for t in CATALOGUE if t.family == "file")
 WRITING_TOOLS: Final = frozenset(t.name for t in CATALOGUE if t.writes)
 SPILL_TOOLS: Final = tuple(t.name for t in CATALOGUE if t.spill)
 COMMAND_TOOLS: Final = tuple(t.name for t in CATALOGUE if t.family == "command")
+JOURNAL_TOOLS: Final = tuple(t.name for t in CATALOGUE if t.family == "journal")
 RUNS: Final = {t.name: t.runs for t in CATALOGUE}

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, TextIO, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rootbound import config_errors, hosts
-from rootbound.catalogue import FILE_TOOLS
+from rootbound.catalogue import FILE_TOOLS, JOURNAL_TOOLS
 
 __all__ = ["UNNAMED_TOKEN", "CommandLimits", "CommandsConfig", "Config", "ConfigError", "JournalConfig", "RootConfig",
            "TokenConfig", "load_config"]
@@ -40,14 +40,15 @@ class RootConfig(_Strict):
                                description="Unique name the agent uses to pick this root.")]
     path: Annotated[str, Field(min_length=1, description="Host directory; must exist.")]
     allowed_tools: list[str] = Field(default_factory=lambda: ["*"],
-                                     description='File tools allowed here; "*" means all.')
+                                     description='File tools allowed here; "*" means all. history and undo '
+                                     "(the change journal's, for the agent's own changes) only when named.")
 
     @field_validator("allowed_tools")
     @classmethod
     def _known_tools(cls, tools: list[str]) -> list[str]:
-        unknown = [t for t in tools if t != "*" and t not in FILE_TOOLS]
+        unknown = [t for t in tools if t != "*" and t not in FILE_TOOLS and t not in JOURNAL_TOOLS]
         if unknown:
-            raise ValueError(f"unknown tool {unknown[0]!r}; valid tools: *, {', '.join(FILE_TOOLS)}")
+            raise ValueError(f"unknown tool {unknown[0]!r}; valid tools: *, {', '.join(FILE_TOOLS + JOURNAL_TOOLS)}")
         return tools
 
 

@@ -96,6 +96,7 @@ class Kind(StrEnum):
     # -- changing a file -----------------------------------------------------------------------------
     SWAPPED_FOR_SYMLINK = "swapped_for_symlink"
     CHANGED_MEANWHILE = "changed_meanwhile"
+    JOURNAL_FAILED = "journal_failed"
     TOO_LARGE_TO_PATCH = "too_large_to_patch"
     EXPECTED_MISSING = "expected_missing"
     SHA_MISMATCH = "sha_mismatch"

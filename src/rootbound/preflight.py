@@ -102,11 +102,38 @@ def _writable_places(config: Config) -> list[tuple[str, str]]:
     return places
 
 
-def refusals(config: Config) -> list[str]:
-    """Why this configuration must not be served (empty: it may)."""
-    if config.allow_self_modification:
+def _journal_dirs(config: Config) -> list[str]:
+    """The directories the change journal may live in (real paths): journal.dir, or <each state directory>/journal."""
+    from rootbound.fs import recovery  # the state directories the journal's default lies in
+
+    if config.journal.dir:
+        return [os.path.realpath(config.journal.dir)]
+    bases = [config.state_dir] if config.state_dir else recovery.default_state_dirs()
+    return [os.path.realpath(os.path.join(b, "journal")) for b in bases]
+
+
+def journal_refusals(config: Config) -> list[str]:
+    """Roots that are, or lie in, a directory the change journal may use: it keeps old contents of every root's
+    files, so it must stay out of the agent's reach. (A root holding journal.dir or state_dir is a configuration
+    error already; a root holding a default state directory makes the journal choose the next one.)"""
+    if not config.journal.enabled:
         return []
     out = []
+    for root in config.roots:
+        real = os.path.realpath(root.path)
+        journal = next((d for d in _journal_dirs(config) if is_under(real, d)), None)
+        if journal is not None:
+            out.append(f"root {root.name!r} ({real}) lies in the change journal's directory {journal}: the journal "
+                       "keeps old contents of every root's files and must stay out of the agent's reach. To fix: "
+                       "serve another directory, or set journal.dir outside every root")
+    return out
+
+
+def refusals(config: Config) -> list[str]:
+    """Why this configuration must not be served (empty: it may)."""
+    out = journal_refusals(config)
+    if config.allow_self_modification:
+        return out
     for where, path in _writable_places(config):
         own = holds_own_code(path)
         if own is not None:

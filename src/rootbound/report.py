@@ -218,7 +218,11 @@ def tools_markdown(app: App) -> str:
         + "; ".join(f"`{e}`" for e in COMMON_ERRORS) + ". (`…` marks the variable parts.)",
         "",
     ]
-    for definition in app.definitions:
+    # history and undo are listed to clients only where a root names them; the reference documents them always.
+    from rootbound.tools import history
+
+    unlisted = [spec.definition() for spec in history.TOOLS if spec.name not in app.tools]
+    for definition in [*app.definitions, *unlisted]:
         ann = definition.annotations
         hints = []
         if ann is not None:

@@ -31,7 +31,7 @@ from rootbound.execution.script import analyze
 from rootbound.execution.spill import SpillArea, SpillFile, new_command_id
 from rootbound.execution.words import CommandSyntaxError, OperatorError, split_command
 from rootbound.execution.workdir import WorkDir, open_workdir
-from rootbound.fs import Root
+from rootbound.fs import Root, journaling
 
 __all__ = ["ENOENT_HINT", "SHELL", "CommandHost", "CommandQueue", "CommandRequest", "Outcome", "execute"]
 
@@ -161,6 +161,16 @@ def _spill_opener(area: SpillArea | None, command_id: str, limit: int) -> Callab
     return open_spill
 
 
+def _note(roots: Mapping[str, Root], record: dict[str, Any], started: float) -> None:
+    """The command's audit record in the journal of the root its working directory lies in (none: not noted)."""
+    cwd = str(record["cwd"])
+    inside = [r for r in roots.values() if os.path.commonpath([r.real_path, cwd]) == r.real_path]
+    if inside:
+        root = max(inside, key=lambda r: len(r.real_path))
+        journaling.note_command(root, os.path.relpath(cwd, root.real_path), str(record["command"]),
+                                record.get("exit_code"), record["duration_ms"] / 1000, started)
+
+
 async def execute(request: CommandRequest, *, config: Config, roots: Mapping[str, Root], project_dir: str,
                   host: CommandHost, progress: Send | None = None, spill: SpillArea | None = None) -> Outcome:
     """Check and run one command; raise `ToolError`/`Denied` (nothing run) or return what happened."""
@@ -170,7 +180,7 @@ async def execute(request: CommandRequest, *, config: Config, roots: Mapping[str
     record: dict[str, Any] = {"tool": request.tool, "command": request.command, "root": request.root,
                               "cwd": request.cwd, "command_id": command_id,
                               "env_names": sorted(request.env) if request.env else None, "sandbox": launcher.name}
-    start = time.perf_counter()
+    start, started = time.perf_counter(), time.time()
     try:
         argv = [SHELL, "-c", request.command] if request.shell else _argv(request)
         if request.shell and "\x00" in request.command:
@@ -242,6 +252,8 @@ async def execute(request: CommandRequest, *, config: Config, roots: Mapping[str
     finally:
         record["duration_ms"] = round((time.perf_counter() - start) * 1000, 2)
         write_audit(record, config.commands.audit_log)
+        if record.get("outcome") is not None:  # it ran: the journal's timeline shows it between the changes
+            _note(roots, record, started)
     note = None if result.timed_out else sandbox_note(result.stderr.text, result.exit_code, launcher.name,
                                                       config.commands.network)
     return Outcome(result, workdir.shown, timeout, removed, note)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
 import stat
 import threading
@@ -31,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from rootbound.catalogue import FILE_TOOLS
 from rootbound.errors import Failure, Kind, PathError
-from rootbound.fs import atomic, transfer, trees
+from rootbound.fs import atomic, journaling, transfer, trees
 from rootbound.fs.beneath import DIRECTORY, EscapeError, locate, locate_making, open_beneath, undo_dirs
 from rootbound.fs.bounds import checkpoint
 from rootbound.fs.content import digest, read_all, write_all
@@ -81,7 +82,8 @@ class Root:
         tools = set(allowed_tools)
         self.name = name
         self.real_path = real_path  # for the operator's eyes (check, logs at debug); never put in a result
-        self.allowed_tools = frozenset(FILE_TOOLS) if "*" in tools else frozenset(tools)
+        # "*": every file tool; the journal's tools (history, undo) only when named.
+        self.allowed_tools = frozenset(FILE_TOOLS) | (tools - {"*"}) if "*" in tools else frozenset(tools)
         self._fd = fd
         # Reopened at `real_path` when its directory was removed or replaced and a directory is there again:
         # true for roots opened from a host path (`at`); a client root opened beneath an operator root, or the
@@ -393,6 +395,11 @@ class Target:
     def is_dir(self) -> bool:
         return self.st is not None and stat.S_ISDIR(self.st.st_mode)
 
+    @property
+    def rel(self) -> str:
+        """The entry's root-relative path as the journal records it: where it really is, when known."""
+        return "/".join(self.real) if self.real is not None else "/".join(self.parts)
+
     def lstat(self) -> os.stat_result | None:
         """The entry's status now (None: gone)."""
         return self.st if self.is_self else lstat_or_none(self.dirfd, self.name)
@@ -455,22 +462,43 @@ class Target:
         `replace=False` fails (EXISTS) if the name exists meanwhile; `before_commit` may still refuse."""
         fill = data if callable(data) else (lambda fd: write_all(fd, data))
         perms = stat.S_IMODE(like.st_mode) if like is not None else new_mode
-        try:
-            return atomic.write_file(self.dirfd, self.name, fill, replace=replace, perms=perms,
-                                     owner=atomic.keep_owner(like), before_commit=before_commit)
-        except FileExistsError:  # created by another writer between our look and the link
-            raise PathError(op, self.path, Kind.EXISTS) from None
+        with journaling.recording(self.root) as rec:
+            rel = self.rel
+            rec.before_file(self.dirfd, self.name, rel)
+
+            def ready() -> None:  # the caller's last look first: a refused write leaves no entry
+                if before_commit is not None:
+                    before_commit()
+                rec.ready()
+
+            try:
+                size = atomic.write_file(self.dirfd, self.name, fill, replace=replace, perms=perms,
+                                         owner=atomic.keep_owner(like),
+                                         before_commit=ready if rec.on else before_commit)
+            except FileExistsError:  # created by another writer between our look and the link
+                raise PathError(op, self.path, Kind.EXISTS) from None
+            rec.commit({rel: hashlib.sha256(data).hexdigest()} if rec.on and not callable(data) else None)
+        return size
 
     def append(self, data: bytes) -> bool:
         """Append `data` to the file here, creating it if missing; True if it was created."""
-        return atomic.append(self.dirfd, self.name, data)
+        with journaling.recording(self.root) as rec:
+            rec.before_file(self.dirfd, self.name, self.rel)  # an append changes the whole file, for an undo
+            rec.ready()
+            created = atomic.append(self.dirfd, self.name, data)
+            rec.commit()
+        return created
 
     def mkdir(self) -> bool:
         """Make a directory here; False when one is already there (anything else in the way is refused)."""
         st = self.st
         if st is None:
             try:
-                os.mkdir(self.name, 0o777, dir_fd=self.dirfd)
+                with journaling.recording(self.root) as rec:
+                    rec.before_absent(self.rel, dirfd=self.dirfd, name=self.name)
+                    rec.ready()
+                    os.mkdir(self.name, 0o777, dir_fd=self.dirfd)
+                    rec.commit()
                 return True
             except FileExistsError:
                 st = lstat_or_none(self.dirfd, self.name)
@@ -484,8 +512,11 @@ class Target:
             raise PathError("remove", self.path, Kind.NOT_FOUND)
         if stat.S_ISDIR(self.st.st_mode):
             raise PathError("remove", self.path, Kind.IS_DIR)
-        with self.locked():
+        with self.locked(), journaling.recording(self.root) as rec:
+            rec.before_file(self.dirfd, self.name, self.rel)  # a symlink is recorded as its text
+            rec.ready()
             os.unlink(self.name, dir_fd=self.dirfd)
+            rec.commit()
 
     def folder(self, op: str) -> os.stat_result:
         """The entry must be a folder (not a link to one) that exists: its status."""
@@ -519,9 +550,15 @@ class Target:
         for entry in self.walk():
             count += 1
             guard.check_inside(site, given, self.real, shown.rstrip("/"), entry.path, carried=True)
-        try:
-            trees.remove_tree(self.dirfd, self.name)
-        except OSError as exc:
-            where = exc.filename if isinstance(exc.filename, str) else self.name
-            raise PathError("remove_tree", self.path, Kind.REMOVED_IN_PART, reason=exc.strerror, where=where) from None
+        with journaling.recording(self.root) as rec:
+            rec.before_tree(self.dirfd, self.name, self.rel)
+            rec.ready()
+            try:
+                trees.remove_tree(self.dirfd, self.name)
+            except OSError as exc:
+                rec.commit()  # part of it is gone: recorded as what it is now
+                where = exc.filename if isinstance(exc.filename, str) else self.name
+                raise PathError("remove_tree", self.path, Kind.REMOVED_IN_PART, reason=exc.strerror,
+                                where=where) from None
+            rec.commit()
         return count

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from rootbound.errors import Kind, PathError
-from rootbound.fs import atomic, recovery, trees
+from rootbound.fs import atomic, journaling, recovery, trees
 from rootbound.fs.content import copy_fd
 from rootbound.fs.files import Kinds
 from rootbound.fs.guards import Guard, Site
@@ -84,7 +84,8 @@ def _destination(root: Root, dest: str, name: str, guard: Guard, *, follow_final
 
 
 def _copy_folder(root: Root, src: int, sst: os.stat_result, target: Target, shown: str, guard: Guard, *,
-                 refuse_skips: str | None = None, move: recovery.Move | None = None) -> trees.CopyStats:
+                 refuse_skips: str | None = None, move: recovery.Move | None = None,
+                 ready: journaling.Recording = journaling.NOTHING) -> trees.CopyStats:
     """Copy the folder open at `src` to the new entry `target`, all or nothing.
 
     Built in a temporary folder (recorded for recovery, so a kill leaves nothing behind
@@ -118,6 +119,7 @@ def _copy_folder(root: Root, src: int, sst: os.stat_result, target: Target, show
             raise PathError("rename", refuse_skips, Kind.CROSS_FS_SKIPS, skipped=stats.skipped)
         os.fchmod(tfd, stat.S_IMODE(sst.st_mode) & 0o777)
         recovery.kill_point("copied")
+        ready.ready()  # the journal's entry, just before the copy appears
         try:
             atomic.rename_noreplace(target.dirfd, tmp, target.dirfd, target.name)
         except FileExistsError:
@@ -156,7 +158,10 @@ def copy(src_root: Root, path: str, dst_root: Root, dest: str, guard: Guard) -> 
                     raise PathError("copy", shown, Kind.NO_MERGE)
                 if is_inside(target.dirfd, sst):
                     raise PathError("copy", path, Kind.INTO_ITSELF, dest=shown)
-                stats = _copy_folder(dst_root, source.fd, sst, target, shown, guard)
+                with journaling.recording(dst_root) as rec:
+                    rec.before_absent(target.rel, dirfd=target.dirfd, name=target.name)
+                    stats = _copy_folder(dst_root, source.fd, sst, target, shown, guard, ready=rec)
+                    rec.commit()
                 return Copied(shown, True, stats.bytes, stats.files, stats.skipped or None)
             if target.is_self:
                 raise PathError("copy", shown, Kind.DESTINATION_IS_FOLDER)
@@ -188,29 +193,47 @@ def move(src_root: Root, source: str, dst_root: Root, dest: str, guard: Guard) -
             if tst is not None and os.path.samestat(tst, sst):
                 # Already there: the same entry (nothing to do), or a hard link of it (drop the source name).
                 if not (os.path.samestat(os.fstat(target.dirfd), os.fstat(src.dirfd)) and target.name == src.name):
-                    os.unlink(src.name, dir_fd=src.dirfd)
+                    with journaling.recording(src_root) as rec:  # only the source's name goes
+                        rec.before_file(src.dirfd, src.name, src.rel)
+                        rec.ready()
+                        os.unlink(src.name, dir_fd=src.dirfd)
+                        rec.commit()
                 return Moved(shown, is_dir, "rename")
             if tst is not None and (stat.S_ISDIR(tst.st_mode) or is_dir):
                 raise PathError("rename", shown, Kind.REPLACES_ONLY_FILES, type=file_type(tst.st_mode))
             _check_tree(guard, dst_root.site(), inside, shown, target.real)  # nor may a folder plant one there
             _check_links(links, (src_root.site(), src.real), (dst_root.site(), target.real), is_dir, source)
-            method: Literal["rename", "copy"] = "rename"
-            try:
-                if is_dir:
-                    atomic.rename_noreplace(src.dirfd, src.name, target.dirfd, target.name)
-                else:
-                    os.rename(src.name, target.name, src_dir_fd=src.dirfd, dst_dir_fd=target.dirfd)
-            except OSError as exc:
-                if exc.errno == errno.EXDEV:  # another filesystem: copy, then delete
-                    method = "copy"
-                    _move_by_copy(dst_root, src, sst, target, shown, guard, source)
-                elif exc.errno == errno.EINVAL:
-                    raise PathError("rename", source, Kind.INTO_ITSELF, dest=shown) from None
-                elif exc.errno in (errno.EEXIST, errno.ENOTEMPTY):
-                    raise PathError("rename", shown, Kind.EXISTS) from None
-                else:
-                    raise
+            with journaling.recording(src_root) as rec:
+                rec.before_move(src.dirfd, src.name, src.rel, target.dirfd, target.name, target.rel,
+                                dst_root=dst_root)
+                rec.ready()
+                method = _rename(dst_root, src, sst, target, shown, guard, source, is_dir, rec)
+                rec.commit()
     return Moved(shown, is_dir, method)
+
+
+def _rename(dst_root: Root, src: Target, sst: os.stat_result, target: Target, shown: str, guard: Guard,
+            source: str, is_dir: bool, rec: journaling.Recording) -> Literal["rename", "copy"]:
+    try:
+        if is_dir:
+            atomic.rename_noreplace(src.dirfd, src.name, target.dirfd, target.name)
+        else:
+            os.rename(src.name, target.name, src_dir_fd=src.dirfd, dst_dir_fd=target.dirfd)
+    except OSError as exc:
+        if exc.errno == errno.EXDEV:  # another filesystem: copy, then delete
+            try:
+                _move_by_copy(dst_root, src, sst, target, shown, guard, source)
+            except PathError as left:
+                if left.kind is Kind.SOURCE_LEFT:
+                    rec.commit()  # the copy is in place: that much happened
+                raise
+            return "copy"
+        if exc.errno == errno.EINVAL:
+            raise PathError("rename", source, Kind.INTO_ITSELF, dest=shown) from None
+        if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):
+            raise PathError("rename", shown, Kind.EXISTS) from None
+        raise
+    return "rename"
 
 
 def _check_tree(guard: Guard, site: Site, rels: list[str], base: str, real: list[str] | None) -> None:

@@ -1,6 +1,7 @@
 """The change journal (issue 17): every change the file tools make, recorded before it happens, with undo.
 
-Phase 1 (this package) is self-contained; nothing in the server calls it yet. Phase 2 wires it in:
+Phase 1 (this package) is self-contained; phase 2 wired it in (server/app.py, fs/journaling.py called by the fs
+core's mutating doors, execution/service.py, tools/history.py, server/changes.py), as follows:
 
 1. **Start-up** (`App.__init__`, right after `recovery.start`, which finishes moves a killed server
    left): if `config.journal.enabled`,

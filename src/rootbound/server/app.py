@@ -45,6 +45,10 @@ from rootbound.execution.service import CommandHost
 from rootbound.execution.spill import SpillStore
 from rootbound.fs import Root, RootSet, recovery
 from rootbound.grep.helper import SharedHelper
+from rootbound.journal import recovery as journal_recovery
+from rootbound.journal import retention
+from rootbound.journal import settings as journal_settings
+from rootbound.journal.change import Journal
 from rootbound.libc import libc
 from rootbound.logs import attributed, log, shorten
 from rootbound.sandbox.select import launcher_for
@@ -54,7 +58,7 @@ from rootbound.tokens import reach, start_dir
 from rootbound.tools import all_tools
 from rootbound.tools.base import CallContext, Caller, Progress, ToolSpec, Workers, call_tool
 
-__all__ = ["ANONYMOUS", "App", "open_roots"]
+__all__ = ["ANONYMOUS", "App", "open_journal", "open_roots"]
 
 INSTRUCTIONS = (
     "rootbound gives you file tools confined to named roots. Call list_roots first to learn the root names "
@@ -72,6 +76,27 @@ _COMMAND_TOOLS = ("execute_command", "shell")  # listed only when some program i
 def open_roots(config: Config) -> RootSet:
     """Open every configured root once, as a directory handle the tools resolve beneath."""
     return RootSet(Root.at(r.name, r.path, r.allowed_tools) for r in config.roots)
+
+
+def open_journal(config: Config, roots: list[Root]) -> Journal | None:
+    """The change journal of these roots (None: `journal: off`, or no usable directory, which is logged), with
+    what killed servers left pending settled and retention applied."""
+    if not config.journal.enabled:
+        return None
+    j = config.journal
+    settings = journal_settings.resolve(j.dir, config.state_dir, [r.real_path for r in roots], max_bytes=j.max_bytes,
+                                        max_age=j.max_age_seconds, max_file_size=j.max_file_size)
+    if settings is None:
+        log.warning("the change journal is off: no usable directory outside the roots (set journal.dir)")
+        return None
+    journal = journal_recovery.start(settings, [(root, root.handle()) for root in roots])
+    journal.after_commit.append(retention.Upkeep(settings))
+    for root in roots:
+        try:
+            retention.maintain(journal.store(root.real_path), settings)
+        except Exception as exc:  # upkeep must not stop the server: the journal still records
+            log.warning("journal upkeep failed", extra={"root": root.name, "error": str(exc)[:200]})
+    return journal
 
 
 def _connection_state(session: Any) -> ClientRootsState:
@@ -98,6 +123,8 @@ class App:
         # Before anything is served: finish or roll back what a killed server left half done.
         self.state_dir = recovery.start(config.state_dir, [(r.real_path, r.handle()) for r in self.roots.values()],
                                         groups.sweep_ids)
+        # The change journal: what killed writers left pending is settled before anything is served.
+        self.journal = open_journal(config, list(self.roots.values()))
         # Commands whose output had to be cut keep the whole of it in a spill file, served read-only
         # as one more root (`command-output`) so the agent can page through it with read_file; each
         # client sees only its own (see `_caller`).
@@ -166,6 +193,7 @@ class App:
             report_progress=report_progress,
             grep_helper=self.grep_helper,
             commands=self.commands,
+            journal=self.journal,
         )
 
     def _reach_of(self, token: str | None) -> tuple[RootSet | None, str | None]:
@@ -268,7 +296,8 @@ class App:
                 state, lambda pairs: build_client_roots(
                     policy, fence, pairs, state,
                     reserved={self.spill.name} if self.spill is not None else set(),
-                    allow_self_modification=self.config.allow_self_modification))
+                    allow_self_modification=self.config.allow_self_modification,
+                    journal_dir=self.journal.settings.dir if self.journal is not None else None))
         assert isinstance(asker, RootsAsker)
         return asker
 
@@ -282,6 +311,8 @@ class App:
             caller.close()
         if self.spill is not None:
             self.spill.close()
+        if self.journal is not None:
+            self.journal.close()
 
 
 def _token_name() -> str | None:

@@ -30,6 +30,7 @@ from rootbound import preflight
 from rootbound.errors import PathError
 from rootbound.fs import Root, RootSet
 from rootbound.fs.root import host_directory
+from rootbound.journal.settings import inside
 from rootbound.logs import log
 
 __all__ = ["ClientRootsState", "Policy", "build_client_roots"]
@@ -127,7 +128,7 @@ def _open_replace(name: str, real: str, state: ClientRootsState, allow_self_modi
 
 def build_client_roots(policy: Policy, operator: RootSet, roots: Iterable[tuple[str, str | None]],
                        state: ClientRootsState, reserved: set[str] | None = None, *,
-                       allow_self_modification: bool = False) -> None:
+                       allow_self_modification: bool = False, journal_dir: str | None = None) -> None:
     """Turn the client's `(uri, name)` pairs into this connection's roots and project directory.
 
     `reserved`: names a client root may not take (the server adds its `command-output` root itself)."""
@@ -141,6 +142,11 @@ def build_client_roots(policy: Policy, operator: RootSet, roots: Iterable[tuple[
         real = host_directory(path)
         if real is None:
             log.warning("client root refused: not a directory", extra={"uri": uri[:200]})
+            continue
+        if journal_dir is not None and (inside(real, journal_dir) or inside(journal_dir, real)):
+            # The journal keeps old contents of every root's files: never in an agent's reach.
+            log.warning("client root refused: it is, holds or lies in the change journal's directory (journal.dir)",
+                        extra={"uri": uri[:200]})
             continue
         base = (given or "").strip().replace("/", "_") or os.path.basename(real) or "root"
         name = _unique(base, taken)

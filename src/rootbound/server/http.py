@@ -4,7 +4,8 @@ What the app adds to the SDK's: Host and Origin allowlists always explicit (`hos
 SDK turns its checks off by itself for a 0.0.0.0 bind) and compared lower-case; the
 operator's bearer tokens, compared in constant time, each known by its name (which the App
 logs and limits to the token's roots; the SDK binds a session to the token that opened it);
-`GET /health`; no session id on a refused request (`session_ids.py`); and a request whose
+`GET /health`; the journal's page `GET /changes` behind the same checks (`changes.py`); no session id on a
+refused request (`session_ids.py`); and a request whose
 client disconnects is cancelled (`disconnects.py`). The socket is bound before the server
 says it listens (`listening.py`).
 """
@@ -34,6 +35,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from rootbound.config import TokenConfig
 from rootbound.hosts import host_patterns, origin_patterns, url_host
 from rootbound.logs import log
+from rootbound.server import changes
 from rootbound.server.app import App
 from rootbound.server.disconnects import CancelOnDisconnect, cancel_on_disconnect
 from rootbound.server.listening import listen
@@ -94,7 +96,8 @@ def http_app(app: App, *, json_response: bool = False) -> ASGIApp:
         app.server.middleware.insert(0, cancel_on_disconnect)  # outermost: it wraps the whole request
     asgi = app.server.streamable_http_app(
         transport_security=security, host=cfg.host, max_request_body_size=cfg.max_request_body_size,
-        json_response=json_response, custom_starlette_routes=[Route("/health", _health, methods=["GET"])],
+        json_response=json_response,
+        custom_starlette_routes=[Route("/health", _health, methods=["GET"]), *changes.routes(app, security)],
         **auth,
     )
     asgi.add_middleware(NoSessionIdOnError)  # a refused request names no (discarded) session

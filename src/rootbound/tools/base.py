@@ -29,10 +29,10 @@ from rootbound.config import Config
 from rootbound.errors import Kind, ToolError
 from rootbound.execution.service import CommandHost
 from rootbound.execution.spill import SpillArea
-from rootbound.fs import RootSet
+from rootbound.fs import RootSet, journaling
 from rootbound.fs.bounds import CallBound, bounded
 from rootbound.grep.helper import SharedHelper
-from rootbound.logs import VALUE_LIMIT, log, log_tool_call, shorten
+from rootbound.logs import VALUE_LIMIT, caller_fields, log, log_tool_call, shorten
 from rootbound.tools import messages
 
 __all__ = ["Args", "CallContext", "Caller", "PathArgs", "RelPath", "RootName", "ToolOutput", "ToolSpec", "Work",
@@ -146,6 +146,7 @@ class CallContext:
     report_progress: Progress | None = None
     grep_helper: SharedHelper | None = None  # the server's grep helper process (None: search in this process)
     commands: CommandHost | None = None  # the server's launcher, queue and process groups (None: commands off)
+    journal: journaling.Recorder | None = None  # records every change the file tools make (None: journal off)
 
 
 @dataclass(frozen=True)
@@ -262,34 +263,33 @@ async def call_tool(spec: ToolSpec, ctx: CallContext, arguments: dict[str, Any] 
     arguments = arguments or {}
     root, path = _where(arguments)
     outcome, error = "ok", None
-    try:
-        args = spec.args.model_validate(arguments)
-        work = _work(spec, args)
-        if inspect.iscoroutinefunction(spec.handler):
-            result = _shape(spec, args, await spec.handler(ctx, args))
-        elif work == "inline":
-            result = _run_sync(spec, ctx, args)
-        else:
-            result = await _in_worker(spec, ctx, args, work, path)
-        if result.is_error:
-            outcome = "error"
-    except anyio.get_cancelled_exc_class():
-        log_tool_call(spec.name, root, path, "cancelled", (time.perf_counter() - start) * 1000, 0)
-        raise
-    except ValidationError as exc:
-        outcome, error = "error", shortened(_describe_validation(spec.name, exc), arguments)
-        result = _error(error)
-    except ToolError as exc:
-        outcome, error = exc.outcome, shortened(exc.message, arguments)
-        result = _error(error)
-    except anyio.get_cancelled_exc_class():
-        # The client cancelled, disconnected, or the server is stopping: no reply, but still the log line.
-        log_tool_call(spec.name, root, path, "cancelled", (time.perf_counter() - start) * 1000, 0)
-        raise
-    except Exception:
-        log.exception("tool %s failed", spec.name, extra={"tool": spec.name, "root": root, "path": path})
-        outcome, error = "crash", "internal error"
-        result = _error(messages.text(Kind.INTERNAL, tool=spec.name))
+    # Every change the call makes is journaled, for this tool and this caller (fs/journaling.py).
+    with journaling.attributed(ctx.journal, spec.name, ctx.caller.connection or None, caller_fields().get("client")):
+        try:
+            args = spec.args.model_validate(arguments)
+            work = _work(spec, args)
+            if inspect.iscoroutinefunction(spec.handler):
+                result = _shape(spec, args, await spec.handler(ctx, args))
+            elif work == "inline":
+                result = _run_sync(spec, ctx, args)
+            else:
+                result = await _in_worker(spec, ctx, args, work, path)
+            if result.is_error:
+                outcome = "error"
+        except anyio.get_cancelled_exc_class():
+            # The client cancelled, disconnected, or the server is stopping: no reply, but still the log line.
+            log_tool_call(spec.name, root, path, "cancelled", (time.perf_counter() - start) * 1000, 0)
+            raise
+        except ValidationError as exc:
+            outcome, error = "error", shortened(_describe_validation(spec.name, exc), arguments)
+            result = _error(error)
+        except ToolError as exc:
+            outcome, error = exc.outcome, shortened(exc.message, arguments)
+            result = _error(error)
+        except Exception:
+            log.exception("tool %s failed", spec.name, extra={"tool": spec.name, "root": root, "path": path})
+            outcome, error = "crash", "internal error"
+            result = _error(messages.text(Kind.INTERNAL, tool=spec.name))
     size = sum(len(c.text) for c in result.content if isinstance(c, TextContent))
     log_tool_call(spec.name, root, path, outcome, (time.perf_counter() - start) * 1000, size, error)
     return result

@@ -93,6 +93,8 @@ TEXTS: Final[dict[Key, str]] = {
     # -- changing a file --
     Kind.SWAPPED_FOR_SYMLINK: "{path} was replaced by a symlink while being written; nothing was changed, try again",
     Kind.CHANGED_MEANWHILE: "{path} was changed by someone else while this call ran; nothing was written, try again",
+    Kind.JOURNAL_FAILED: "the change journal could not record this change, so it was not made (nothing was "
+                         "changed); the server log says why. Ask the operator to check journal.dir's disk",
     Kind.TOO_LARGE_TO_PATCH: "file too large to patch: {path} is {size} bytes, the limit is {limit}",
     Kind.EXPECTED_MISSING: "file changed: {path} does not exist, but expected_sha256 {expected} was given; nothing was "
                            "written",
@@ -216,7 +218,7 @@ _COMMON: tuple[Key, ...] = (
 # What every writing tool may answer besides its own: git's repositories, the protected paths, a race.
 _GUARDED: tuple[Key, ...] = (
     Kind.PROTECTED, Kind.IS_DOTGIT, Kind.INSIDE_DOTGIT, Kind.ROOT_INSIDE_DOTGIT, Kind.INSIDE_BARE_REPOSITORY,
-    Kind.MAKES_BARE_REPOSITORY,
+    Kind.MAKES_BARE_REPOSITORY, Kind.JOURNAL_FAILED,
 )
 _CHANGING_A_FILE: tuple[Key, ...] = (
     Kind.IS_DIR, Kind.NOT_REGULAR, Kind.SWAPPED_FOR_SYMLINK, Kind.TRAILING_SLASH, ("write", Kind.EXISTS),
@@ -250,6 +252,13 @@ _ELSEWHERE: Final = {
         "commands are refused: …. Nothing was run",
         "commands are refused: … is a symbolic link where a protected … must be …. Nothing was run",
     ),
+    "journal": (
+        "the change journal is off on this server (journal: off), so there is no history to list or undo",
+        "since: … is not a duration; write e.g. 90s, 30m, 2h, 14d or 1w",
+        "no change … in root …'s history; nothing was undone",
+        "… names several changes; give more of the id; nothing was undone",
+        "… is not your change (another connection made it): you may undo only your own; nothing was undone",
+    ),
     "execute_command": (
         "execute_command runs one program directly, without a shell, so the shell operator … cannot be …",
         "command not found: …. …",
@@ -281,6 +290,8 @@ _TOOL_KEYS: Final[dict[str, tuple[Key | str, ...]]] = {
     "move": (*_MOVING, ("rename", Kind.IS_ROOT), ("rename", Kind.INTO_ITSELF), Kind.REPLACES_ONLY_FILES,
              Kind.LINK_LEADS_OUT, Kind.FOLDER_LINK_LEADS_OUT, Kind.TOO_DEEP, Kind.CROSS_FS_SKIPS,
              Kind.CROSS_FS_SPECIAL, Kind.CROSS_FS_LINK_LEADS_OUT, Kind.SOURCE_LEFT, Kind.MOVED_MEANWHILE, *_GUARDED),
+    "history": _ELSEWHERE["journal"][:2],
+    "undo": (_ELSEWHERE["journal"][0], *_ELSEWHERE["journal"][2:]),
     "grep": (*_ELSEWHERE["grep"], Kind.CHANGED),
     "glob": (*_ELSEWHERE["glob"], Kind.CHANGED),
     "execute_command": (*_ELSEWHERE["command"][:1], *_ELSEWHERE["execute_command"], *_ELSEWHERE["command"][1:]),

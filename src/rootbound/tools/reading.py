@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal, NotRequired
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
-from rootbound.catalogue import FILE_TOOLS
+from rootbound.catalogue import FILE_TOOLS, JOURNAL_TOOLS
 from rootbound.errors import Failure, Kind
 from rootbound.fs import Kinds, content, display_path, file_type, split_path
 from rootbound.tools import render
@@ -61,7 +61,7 @@ class ListRootsResult(BaseModel):
 
 def list_roots(ctx: CallContext, _: NoArgs) -> ListRootsResult:
     return ListRootsResult(roots=[
-        RootInfo(name=r.name, allowed_tools=[t for t in FILE_TOOLS if t in r.allowed_tools])
+        RootInfo(name=r.name, allowed_tools=[t for t in FILE_TOOLS + JOURNAL_TOOLS if t in r.allowed_tools])
         for r in ctx.roots.values()
     ])
 
