@@ -24,8 +24,6 @@ import contextlib
 import os
 from typing import TYPE_CHECKING, Final
 
-import pathspec
-
 from rootbound.errors import PathError
 from rootbound.fs.files import Kinds
 from rootbound.fs.trees import open_file
@@ -41,8 +39,9 @@ _FILES: Final = ((".ignore",), (".gitignore",), (GIT_DIR, "info", "exclude"))
 _MAX_SIZE: Final = 1 << 20  # an ignore file bigger than this is not one anybody wrote; it is passed by
 _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
-Spec = pathspec.GitIgnoreSpec
-_Specs = tuple[Spec | None, Spec | None, Spec | None]
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec as Spec
+_Specs = tuple["Spec | None", "Spec | None", "Spec | None"]
 _NONE: Final[_Specs] = (None, None, None)
 
 
@@ -68,16 +67,18 @@ def _read(dir_fd: int, names: tuple[str, ...]) -> bytes | None:
 
 
 def _spec(data: bytes) -> Spec | None:
+    from pathspec import GitIgnoreSpec  # (imported by the first search that reads a rule: it brings RE2 and more)
+
     lines = data.decode("utf-8", "replace").splitlines()
     try:
-        spec = Spec.from_lines(lines)
+        spec = GitIgnoreSpec.from_lines(lines)
     except ValueError:  # a line git would ignore as invalid: keep the others
         good = []
         for line in lines:
             with contextlib.suppress(ValueError):
-                Spec.from_lines([line])
+                GitIgnoreSpec.from_lines([line])
                 good.append(line)
-        spec = Spec.from_lines(good)
+        spec = GitIgnoreSpec.from_lines(good)
     return spec if len(spec) else None
 
 

@@ -20,7 +20,7 @@ The App knows no transport: `stdio.py` and `http.py` take one and serve it.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp.server import Server, ServerRequestContext
 from mcp.server.auth.middleware.auth_context import get_access_token
@@ -45,10 +45,6 @@ from rootbound.execution.service import CommandHost
 from rootbound.execution.spill import SpillStore
 from rootbound.fs import Root, RootSet, recovery
 from rootbound.grep.helper import SharedHelper
-from rootbound.journal import recovery as journal_recovery
-from rootbound.journal import retention
-from rootbound.journal import settings as journal_settings
-from rootbound.journal.change import Journal
 from rootbound.libc import libc
 from rootbound.logs import attributed, log, shorten
 from rootbound.sandbox.select import launcher_for
@@ -57,6 +53,9 @@ from rootbound.server.roots_request import RootsAsker
 from rootbound.tokens import reach, start_dir
 from rootbound.tools import all_tools
 from rootbound.tools.base import CallContext, Caller, Progress, ToolSpec, Workers, call_tool
+
+if TYPE_CHECKING:
+    from rootbound.journal.change import Journal
 
 __all__ = ["ANONYMOUS", "App", "open_journal", "open_roots"]
 
@@ -82,7 +81,11 @@ def open_journal(config: Config, roots: list[Root]) -> Journal | None:
     """The change journal of these roots (None: `journal: off`, or no usable directory, which is logged), with
     what killed servers left pending settled and retention applied."""
     if not config.journal.enabled:
-        return None
+        return None  # (and SQLite is never imported)
+    from rootbound.journal import recovery as journal_recovery
+    from rootbound.journal import retention
+    from rootbound.journal import settings as journal_settings
+
     j = config.journal
     settings = journal_settings.resolve(j.dir, config.state_dir, [r.real_path for r in roots], max_bytes=j.max_bytes,
                                         max_age=j.max_age_seconds, max_file_size=j.max_file_size)

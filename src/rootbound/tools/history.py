@@ -6,15 +6,17 @@ Thin: the journal does the work (`journal.query`, `journal.undo`). Both see only
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import BaseModel, Field
 
 from rootbound.errors import ToolError
-from rootbound.journal import query, undo
-from rootbound.journal.change import Journal
 from rootbound.logs import caller_fields
 from rootbound.tools.base import Args, CallContext, RootName, ToolSpec, read_only, writes
+
+if TYPE_CHECKING:  # the journal (and SQLite) load when a journal is opened, not at start
+    from rootbound.journal import query
+    from rootbound.journal.change import Journal
 
 __all__ = ["TOOLS"]
 
@@ -22,6 +24,8 @@ _OFF = "the change journal is off on this server (journal: off), so there is no 
 
 
 def _journal(ctx: CallContext) -> tuple[Journal, str]:
+    from rootbound.journal.change import Journal
+
     journal, connection = ctx.journal, ctx.caller.connection
     if not isinstance(journal, Journal):
         raise ToolError(_OFF)
@@ -43,6 +47,8 @@ class HistoryResult(BaseModel):
 
 
 def history(ctx: CallContext, args: HistoryArgs) -> HistoryResult:
+    from rootbound.journal import query
+
     root = ctx.roots.get_for(args.root, "history")
     journal, connection = _journal(ctx)
     try:
@@ -68,6 +74,8 @@ class UndoResult(BaseModel):
 
 
 def undo_changes(ctx: CallContext, args: UndoArgs) -> UndoResult:
+    from rootbound.journal import query, undo
+
     root = ctx.roots.get_for(args.root, "undo")
     journal, connection = _journal(ctx)
     store = journal.store(root.real_path)
