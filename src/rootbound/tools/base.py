@@ -17,7 +17,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import anyio
 import anyio.to_thread
@@ -38,8 +38,7 @@ from rootbound.tools import messages
 __all__ = ["Args", "CallContext", "Caller", "PathArgs", "RelPath", "RootName", "ToolOutput", "ToolSpec", "Work",
            "Workers", "call_tool", "iso_time", "read_only", "writes"]
 
-RootName = Annotated[str, Field(description="Name of the root to work in; list_roots shows the roots and "
-                                            "which tools each allows.")]
+RootName = Annotated[str | None, Field(description="Root name from list_roots; omitted: the project root.")]
 RelPath = Annotated[str, Field(description='Path relative to the root, e.g. "src/main.py"; "" or "." is the '
                                            "root itself. Paths cannot leave the root.")]
 
@@ -71,12 +70,15 @@ class Args(BaseModel):
     """Base for argument models: unknown keys are an error, not silently dropped."""
 
     model_config = ConfigDict(extra="forbid")
+    # The (root, path) pairs of the arguments, placed before the handler runs (`_placed`); a later pair whose root
+    # is omitted defaults to the root of the first.
+    PLACES: ClassVar[tuple[tuple[str, str], ...]] = (("root", "path"),)
 
 
 class PathArgs(Args):
     """The arguments of a tool that takes one path in a root."""
 
-    root: RootName
+    root: RootName = None
     path: RelPath
 
 
@@ -192,7 +194,7 @@ def _schema(model: type[BaseModel]) -> dict[str, Any]:
     return schema
 
 
-def _describe_validation(tool: str, exc: ValidationError) -> str:
+def _describe_validation(tool: str, model: type[Args], exc: ValidationError) -> str:
     problems = []
     for err in exc.errors():
         field = ".".join(str(p) for p in err["loc"]) or "arguments"
@@ -200,7 +202,8 @@ def _describe_validation(tool: str, exc: ValidationError) -> str:
             case "missing":
                 problems.append(f"{field} is required")
             case "extra_forbidden":
-                problems.append(f"unknown parameter {field!r}")
+                problems.append(messages.unknown_parameter(field, list(model.model_fields) if len(err["loc"]) == 1
+                                                           else []))
             case _:
                 problems.append(f"{field}: {err['msg'].removeprefix('Value error, ')}")
     return messages.text(Kind.INVALID_ARGUMENTS, tool=tool, problems="; ".join(problems))
@@ -249,7 +252,7 @@ async def call_tool(spec: ToolSpec, ctx: CallContext, arguments: dict[str, Any] 
     root, path = _where(arguments)
     outcome, error = "ok", None
     try:
-        args = spec.args.model_validate(arguments)
+        args = _placed(spec.args.model_validate(arguments), ctx.roots, spec.name)
         work = _work(spec, args)
         if inspect.iscoroutinefunction(spec.handler):
             result = _shape(await spec.handler(ctx, args))
@@ -263,7 +266,7 @@ async def call_tool(spec: ToolSpec, ctx: CallContext, arguments: dict[str, Any] 
         log_tool_call(spec.name, root, path, "cancelled", (time.perf_counter() - start) * 1000, 0)
         raise
     except ValidationError as exc:
-        outcome, error = "error", shortened(_describe_validation(spec.name, exc), arguments)
+        outcome, error = "error", shortened(_describe_validation(spec.name, spec.args, exc), arguments)
         result = _error(error)
     except ToolError as exc:
         outcome, error = exc.outcome, shortened(exc.message, arguments)
@@ -279,6 +282,22 @@ async def call_tool(spec: ToolSpec, ctx: CallContext, arguments: dict[str, Any] 
     size = sum(len(c.text) for c in result.content if isinstance(c, TextContent))
     log_tool_call(spec.name, root, path, outcome, (time.perf_counter() - start) * 1000, size, error)
     return result
+
+
+def _placed(args: Args, roots: RootSet, tool: str) -> Args:
+    """`args` with each omitted root filled in and each absolute host path inside a root made relative to it
+    (`RootSet.place`): handlers see a root name and a root-relative path, as before."""
+    updates: dict[str, Any] = {}
+    first: str | None = None
+    for root_field, path_field in args.PLACES:
+        if root_field not in type(args).model_fields or path_field not in type(args).model_fields:
+            continue
+        name, path = getattr(args, root_field), getattr(args, path_field)
+        placed, rel = roots.place(name, path, tool, default=first)
+        first = first if first is not None else placed
+        if placed != name or rel != path:
+            updates[root_field], updates[path_field] = placed, rel
+    return args.model_copy(update=updates) if updates else args
 
 
 def _work(spec: ToolSpec, args: Args) -> Work:

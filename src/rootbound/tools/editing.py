@@ -54,7 +54,7 @@ class OneEdit(BaseModel):
 
 class EditFileArgs(Args):
     # No descriptions on the fields: the tool's description says it all in fewer bytes.
-    root: str
+    root: str | None = None
     path: str
     old_string: str | None = None
     new_string: str | None = None

@@ -45,13 +45,14 @@ class RootInfo(BaseModel):
 
 class ListRootsResult(BaseModel):
     roots: list[RootInfo]
+    default_root: str | None = Field(default=None, description="The root a call without root works in.")
 
 
 def list_roots(ctx: CallContext, _: NoArgs) -> ListRootsResult:
     return ListRootsResult(roots=[
         RootInfo(name=r.name, allowed_tools=[t for t in FILE_TOOLS if t in r.allowed_tools])
         for r in ctx.roots.values()
-    ])
+    ], default_root=ctx.roots.default)
 
 
 # -- list_folder ----------------------------------------------------------------------------------
@@ -70,7 +71,7 @@ MAX_LIST_LIMIT = 100_000
 
 
 class ListFolderArgs(Args):
-    root: RootName
+    root: RootName = None
     path: RelPath
     limit: Annotated[int, Field(ge=0, le=MAX_LIST_LIMIT, description=(
         f"Most entries to return (default {LIST_LIMIT:,}, at most {MAX_LIST_LIMIT:,}); truncated says whether "
@@ -107,7 +108,7 @@ def list_folder(ctx: CallContext, args: ListFolderArgs) -> ListFolderResult:
 
 
 class ReadFileArgs(Args):
-    root: RootName
+    root: RootName = None
     path: RelPath
     offset_bytes: Annotated[int | None, Field(ge=0, description="Byte offset to start at (0-based).")] = None
     limit_bytes: Annotated[int | None, Field(ge=0, description="Maximum bytes to return.")] = None
@@ -237,7 +238,7 @@ HASH_ALGORITHMS = ("md5", "sha1", "sha256")
 
 
 class HashArgs(Args):
-    root: RootName
+    root: RootName = None
     path: RelPath
     algorithm: Annotated[str, Field(description="One of md5, sha1, sha256.")] = "sha256"
 

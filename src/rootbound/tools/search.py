@@ -67,7 +67,7 @@ def _start_dir(root: Root, path: str) -> tuple[int, os.stat_result, str]:
 
 
 class GrepArgs(Args):
-    root: RootName
+    root: RootName = None
     pattern: Annotated[str, Field(description="Regular expression in Go/RE2 syntax (no backreferences or "
                                               "lookaround), matched against each line; a literal string works "
                                               "as is once regex metacharacters are escaped.")]
@@ -132,7 +132,7 @@ def grep(ctx: CallContext, args: GrepArgs) -> BaseModel:
 
 
 class GlobArgs(Args):
-    root: RootName
+    root: RootName = None
     pattern: Annotated[str | None, Field(
         description='Glob matched against paths relative to path: "*" and "?" stay within one directory, '
                     '"**" spans any number of directories ("**/*.go"), "{a,b}" alternates, "[abc]" is a set. '

@@ -7,7 +7,7 @@ handlers check the tool on both roots and shape the result.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
@@ -20,9 +20,11 @@ __all__ = ["TOOLS"]
 
 
 class TransferArgs(Args):
-    source_root: Annotated[str, Field(description="Root to copy/move from (see list_roots).")]
+    PLACES: ClassVar[tuple[tuple[str, str], ...]] = (("source_root", "source_path"), ("dest_root", "dest_path"))
+
+    source_root: Annotated[str | None, Field(description="Root to copy/move from; omitted: the project root.")] = None
     source_path: RelPath
-    dest_root: Annotated[str, Field(description="Root to copy/move to; may be the same as source_root.")]
+    dest_root: Annotated[str | None, Field(description="Root to copy/move to; omitted: source_root.")] = None
     dest_path: Annotated[str, Field(description="Destination path relative to dest_root. If it is an existing "
                                                 "folder, the source goes inside it under its own name.")]
 

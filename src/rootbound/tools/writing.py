@@ -40,7 +40,7 @@ ExpectedSha = Annotated[str | None, Field(
 
 
 class WriteFileArgs(Args):
-    root: RootName
+    root: RootName = None
     path: RelPath
     content: Annotated[str, Field(description="The text to write (or base64 data, with encoding=base64).")]
     mode: Annotated[str, Field(
@@ -158,7 +158,7 @@ def remove_file(ctx: CallContext, args: PathArgs) -> RemovedResult:
 
 
 class PatchFileArgs(Args):
-    root: RootName
+    root: RootName = None
     path: RelPath
     patch: Annotated[str, Field(description="A unified diff: optional ---/+++ header lines, then hunks, each an "
                                             "'@@ -old_start,count +new_start,count @@' line followed by ' ' "
