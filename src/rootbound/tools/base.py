@@ -38,9 +38,9 @@ from rootbound.tools import messages
 __all__ = ["Args", "CallContext", "Caller", "PathArgs", "RelPath", "RootName", "ToolOutput", "ToolSpec", "Work",
            "Workers", "call_tool", "iso_time", "read_only", "writes"]
 
-RootName = Annotated[str | None, Field(description="Root name from list_roots; omitted: the project root.")]
-RelPath = Annotated[str, Field(description='Path relative to the root, e.g. "src/main.py"; "" or "." is the '
-                                           "root itself. Paths cannot leave the root.")]
+# Described once, briefly: every byte of a definition is sent to the model on every turn.
+RootName = Annotated[str | None, Field(description="Default: the project root.")]
+RelPath = str  # relative to the root: list_roots and the server's instructions say it once
 
 
 _EPOCH = datetime(1970, 1, 1)  # naive UTC: adding a timedelta is cheaper than fromtimestamp(tz=UTC)
@@ -173,25 +173,69 @@ class ToolSpec:
             title=self.title,
             description=self.description,
             input_schema=_schema(self.args),
-            output_schema=_schema(self.result),
+            output_schema=_schema(self.result, output=True),
             annotations=self.annotations,
         )
 
 
+# The annotations carry no second title (the tool's own is there), and a read-only tool no idempotentHint (MCP: it
+# means something only when readOnlyHint is false).
 def read_only(title: str) -> ToolAnnotations:
-    return ToolAnnotations(title=title, read_only_hint=True, destructive_hint=False,
-                           idempotent_hint=True, open_world_hint=False)
+    return ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 
 
 def writes(title: str, *, destructive: bool, idempotent: bool) -> ToolAnnotations:
-    return ToolAnnotations(title=title, read_only_hint=False, destructive_hint=destructive,
-                           idempotent_hint=idempotent, open_world_hint=False)
+    return ToolAnnotations(read_only_hint=False, destructive_hint=destructive, idempotent_hint=idempotent,
+                           open_world_hint=False)
 
 
-def _schema(model: type[BaseModel]) -> dict[str, Any]:
+def _schema(model: type[BaseModel], *, output: bool = False) -> dict[str, Any]:
+    """The model's JSON Schema, lean: every byte of a definition is sent to the model on every turn."""
     schema = model.model_json_schema()
-    schema.pop("title", None)
-    return schema
+    defs = schema.pop("$defs", {})
+    for part in (schema, *defs.values()):
+        part.pop("description", None)  # a class's docstring, written for programmers
+    lean = _lean(schema, defs, output)
+    assert isinstance(lean, dict)
+    if output:  # an object inside a result is declared by its type alone (docs/tools.md describes it)
+        props = lean.get("properties", {})
+        for name, prop in props.items():
+            if "properties" in prop:
+                props[name] = {"type": prop["type"]}
+    return lean
+
+
+def _lean(node: Any, defs: dict[str, Any], output: bool) -> Any:
+    """`node` without what pydantic generates for its own sake: titles (the field names again), `$defs` (put
+    inline), null defaults. An optional input is spelled as its type alone (null is still accepted); an optional
+    output keeps null in its type list, in fewer bytes than `anyOf`. Output schemas are for programs: they keep
+    names, types and what is required, not descriptions or defaults (docs/tools.md shows the descriptions)."""
+    if isinstance(node, list):
+        return [_lean(n, defs, output) for n in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str):
+        node = {**defs[ref.rsplit("/", 1)[1]], **{k: v for k, v in node.items() if k != "$ref"}}
+    options = node.get("anyOf")
+    if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
+        other = _lean(next(o for o in options if o != {"type": "null"}), defs, output)
+        if not output:
+            node = {**other, **{k: v for k, v in node.items() if k != "anyOf"}}
+        elif isinstance(other.get("type"), str):
+            node = {**other, **{k: v for k, v in node.items() if k != "anyOf"}, "type": [other["type"], "null"]}
+    if output and node.get("type") == "array":
+        # A result list's items are not described: a client validating 10,000 entries one by one spends a second.
+        return {"type": "array"}
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if (key == "default" and (value is None or output)) or (key == "description" and output):
+            continue
+        out[key] = {k: _lean(v, defs, output) for k, v in value.items()} if key == "properties" \
+            else _lean(value, defs, output)
+    return out
 
 
 def _describe_validation(tool: str, model: type[Args], exc: ValidationError) -> str:
