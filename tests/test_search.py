@@ -221,7 +221,7 @@ async def test_tools_are_annotated_read_only(server: Harness) -> None:
     tools = {t.name: t for t in (await server.client.list_tools()).tools}
     for name in ("grep", "glob"):
         ann = tools[name].annotations
-        assert ann is not None and ann.read_only_hint is True and ann.destructive_hint is False
+        assert ann is not None and ann.read_only_hint is True and ann.destructive_hint is not True
 
 
 # -- grep: long lines, big files, time ------------------------------------------------------------

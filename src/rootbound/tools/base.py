@@ -178,10 +178,10 @@ class ToolSpec:
         )
 
 
-# The annotations carry no second title (the tool's own is there), and a read-only tool no idempotentHint (MCP: it
-# means something only when readOnlyHint is false).
+# The annotations carry no second title (the tool's own is there), and a read-only tool neither destructiveHint nor
+# idempotentHint (MCP: they mean something only when readOnlyHint is false).
 def read_only(title: str) -> ToolAnnotations:
-    return ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+    return ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
 def writes(title: str, *, destructive: bool, idempotent: bool) -> ToolAnnotations:
@@ -195,7 +195,10 @@ def _schema(model: type[BaseModel], *, output: bool = False) -> dict[str, Any]:
     defs = schema.pop("$defs", {})
     for part in (schema, *defs.values()):
         part.pop("description", None)  # a class's docstring, written for programmers
-    lean = _lean(schema, defs, output)
+    # A result is sent without its None fields (`_shape`), so an optional field is never null, unless the model
+    # serializes itself (execute_command keeps exit_code and signal as null).
+    nullable = output and bool(model.__pydantic_decorators__.model_serializers)
+    lean = _lean(schema, defs, "nullable" if nullable else output)
     assert isinstance(lean, dict)
     if output:  # an object inside a result is declared by its type alone (docs/tools.md describes it)
         props = lean.get("properties", {})
@@ -205,11 +208,12 @@ def _schema(model: type[BaseModel], *, output: bool = False) -> dict[str, Any]:
     return lean
 
 
-def _lean(node: Any, defs: dict[str, Any], output: bool) -> Any:
+def _lean(node: Any, defs: dict[str, Any], output: bool | Literal["nullable"]) -> Any:
     """`node` without what pydantic generates for its own sake: titles (the field names again), `$defs` (put
-    inline), null defaults. An optional input is spelled as its type alone (null is still accepted); an optional
-    output keeps null in its type list, in fewer bytes than `anyOf`. Output schemas are for programs: they keep
-    names, types and what is required, not descriptions or defaults (docs/tools.md shows the descriptions)."""
+    inline), null defaults. An optional field is spelled as its type alone (an input still accepts null); a
+    "nullable" output keeps null in its type list, in fewer bytes than `anyOf`. Output schemas are for programs:
+    they keep names, types and what is required, not descriptions or defaults (docs/tools.md has the
+    descriptions)."""
     if isinstance(node, list):
         return [_lean(n, defs, output) for n in node]
     if not isinstance(node, dict):
@@ -220,7 +224,7 @@ def _lean(node: Any, defs: dict[str, Any], output: bool) -> Any:
     options = node.get("anyOf")
     if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
         other = _lean(next(o for o in options if o != {"type": "null"}), defs, output)
-        if not output:
+        if output != "nullable":
             node = {**other, **{k: v for k, v in node.items() if k != "anyOf"}}
         elif isinstance(other.get("type"), str):
             node = {**other, **{k: v for k, v in node.items() if k != "anyOf"}, "type": [other["type"], "null"]}
