@@ -108,3 +108,9 @@ async def test_a_host_path_inside_a_client_root(make_server: MakeServer, x: Path
     assert (await h.ok("read_file", path=f"{x}/ws/src/a.py"))["content"] == "IN-WS\n"
     assert await h.err("read_file", path=f"{x}/ws/../outside.txt") == "path resolves outside root boundary"
     assert (await h.err("read_file", path=f"{x}/outside.txt")).startswith("file not found")
+
+
+async def test_a_root_served_at_slash_does_not_claim_root_relative_paths(make_server: MakeServer, x: Path) -> None:
+    h = await make_server({"ws": x / "ws", "host": ("/", ["read_file"])})
+    assert (await h.ok("read_file", path="/src/a.py"))["content"] == "IN-WS\n"
+    assert (await h.ok("read_file", root="host", path=f"{x}/ws/src/a.py"))["content"] == "IN-WS\n"

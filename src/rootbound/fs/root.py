@@ -184,7 +184,9 @@ class Root:
             return None
         given = [p for p in path.split("/") if p not in ("", ".")]
         for prefix in self._prefixes:
-            if given[:len(prefix)] == prefix:
+            # A root served at / has nothing to strip (a leading / means the same either way), and must not claim
+            # every absolute path another root's agent meant root-relative.
+            if prefix and given[:len(prefix)] == prefix:
                 return "/".join(given[len(prefix):])
         return None
 
