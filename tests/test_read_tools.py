@@ -565,9 +565,9 @@ async def test_unknown_root(make_server: MakeServer, tmp_path: Path, tool: str) 
 
 
 async def test_missing_required_parameters(server: Harness) -> None:
-    """E2E-073."""
+    """E2E-073 (root is optional since issue 15: omitted, it is the project root)."""
     message = await server.err("read_file", path="a.txt")
-    assert "root is required" in message
+    assert message == "file not found: a.txt"
     message = await server.err("read_file", root="workspace")
     assert "path is required" in message
 
@@ -590,11 +590,11 @@ async def test_read_tools_are_listed_with_honest_annotations(server: Harness) ->
         tool = tools[name]
         assert tool.annotations is not None
         assert tool.annotations.read_only_hint is True
-        assert tool.annotations.destructive_hint is False
+        assert tool.annotations.destructive_hint is not True  # (issue 15: omitted, meaningless when read-only)
         assert tool.description and len(tool.description) > 60
         assert tool.output_schema is not None
         assert tool.input_schema.get("additionalProperties") is False
-    assert set(tools["read_file"].input_schema["required"]) == {"root", "path"}
+    assert set(tools["read_file"].input_schema["required"]) == {"path"}  # root is optional (issue 15)
 
 
 async def test_a_command_tool_on_a_server_without_commands_says_how_to_enable_them(server: Harness) -> None:

@@ -131,7 +131,10 @@ async def test_e2e051_no_matches(server: Harness, workspace: Path) -> None:
 
 
 async def test_e2e052_invalid_regex_carries_parser_message(server: Harness) -> None:
-    assert await server.err("grep", root="workspace", pattern="[invalid") == "invalid pattern: missing ]: [invalid"
+    # (issue 15: the message also says what RE2 lacks and how to search for the text itself)
+    assert await server.err("grep", root="workspace", pattern="[invalid") == (
+        "invalid pattern: missing ]: [invalid; the syntax is RE2 (no lookaround, no backreferences); "
+        "to search for the text itself: \\[invalid")
     # Go/RE2 syntax: no lookaround, and the message says which construct.
     message = await server.err("grep", root="workspace", pattern="(?<=a)b")
     assert message.startswith("invalid pattern: invalid perl operator: (?<")
@@ -219,7 +222,7 @@ async def test_tools_are_annotated_read_only(server: Harness) -> None:
     tools = {t.name: t for t in (await server.client.list_tools()).tools}
     for name in ("grep", "glob"):
         ann = tools[name].annotations
-        assert ann is not None and ann.read_only_hint is True and ann.destructive_hint is False
+        assert ann is not None and ann.read_only_hint is True and ann.destructive_hint is not True
 
 
 # -- grep: long lines, big files, time ------------------------------------------------------------
@@ -373,7 +376,9 @@ async def test_e2e060_exactly_one_of_pattern_or_regex(server: Harness, args: dic
 
 
 async def test_e2e076_invalid_glob_regex(server: Harness) -> None:
-    assert await server.err("glob", root="workspace", regex="[unclosed") == "invalid regex: missing ]: [unclosed"
+    assert await server.err("glob", root="workspace", regex="[unclosed") == (
+        "invalid regex: missing ]: [unclosed; the syntax is RE2 (no lookaround, no backreferences); "
+        "to search for the text itself: \\[unclosed")
 
 
 async def test_glob_max_results_max_depth_and_sorting(server: Harness, workspace: Path) -> None:

@@ -189,7 +189,7 @@ async def test_tool_call_over_http(http_server: HttpServer, mode: str) -> None:
         assert roots.structured_content == {"roots": [{"name": "ws", "allowed_tools": [
             "list_folder", "read_file", "write_file", "remove_file", "patch_file", "edit_file", "create_folder",
             "remove_folder",
-            "stat_file", "hash_file", "permissions_file", "copy", "move", "grep", "glob"]}]}
+            "stat_file", "hash_file", "permissions_file", "copy", "move", "grep", "glob"]}], "default_root": "ws"}
 
 
 def _initialize(http_server: HttpServer, **headers: str) -> httpx2.Response:

@@ -61,6 +61,7 @@ class Kind(StrEnum):
     CANCELLED = "cancelled"
     # -- roots ---------------------------------------------------------------------------------------
     UNKNOWN_ROOT = "unknown_root"
+    NO_DEFAULT_ROOT = "no_default_root"
     TOOL_NOT_ALLOWED = "tool_not_allowed"
     ROOT_GONE = "root_gone"  # its directory was removed or replaced; it comes back with a new one
     ROOT_GONE_FOR_GOOD = "root_gone_for_good"  # ... and only a restart (or new client roots) brings it back

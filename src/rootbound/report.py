@@ -208,11 +208,12 @@ def tools_markdown(app: App) -> str:
         "`tests/test_docs.py` fails when this file is stale. The command tools appear only when "
         "`commands.allowed` is set (this page is generated with every tool enabled)._",
         "",
-        "Every file tool takes `root` (a name from `list_roots`) and paths relative to that root. "
+        "Every file tool takes `root` (a name from `list_roots`; omitted, the project root: `default_root`) and "
+        "paths relative to that root (an absolute host path inside a root works too). "
         "Every success carries `structuredContent` (the fields below) and the same JSON as text; every "
         "failure is an `isError` result whose text names the problem, e.g. `file not found: a.txt`, "
         "`path resolves outside root boundary`, `tool write_file not allowed on root docs`, "
-        "`unknown root: nope`, `invalid arguments for read_file: root is required`.",
+        "`unknown root: nope; roots: docs`, `invalid arguments for read_file: path is required`.",
         "",
         "Common errors of the tools that take a root and a path: "
         + "; ".join(f"`{e}`" for e in COMMON_ERRORS) + ". (`…` marks the variable parts.)",
@@ -221,6 +222,7 @@ def tools_markdown(app: App) -> str:
     # history and undo are listed to clients only where a root names them; the reference documents them always.
     from rootbound.tools import history
 
+    specs = {**{spec.name: spec for spec in history.TOOLS}, **app.tools}
     unlisted = [spec.definition() for spec in history.TOOLS if spec.name not in app.tools]
     for definition in [*app.definitions, *unlisted]:
         ann = definition.annotations
@@ -245,10 +247,12 @@ def tools_markdown(app: App) -> str:
         if errors:
             lines += ["Errors (besides the common ones above): " + "; ".join(f"`{e}`" for e in errors) + ".", ""]
         result = (definition.output_schema or {}).get("properties", {})
+        # The lean output schema has no descriptions (it is sent to the model): they come from the result model.
+        described = specs[definition.name].result.model_json_schema().get("properties", {})
         if result:
             lines += ["| result field | type | description |", "|---|---|---|"]
             for name, schema in result.items():
-                desc = (schema.get("description") or "").replace("|", "\\|").replace("\n", " ")
+                desc = (described.get(name, {}).get("description") or "").replace("|", "\\|").replace("\n", " ")
                 lines.append(f"| `{name}` | {_type(schema)} | {desc} |")
             lines.append("")
     return "\n".join(lines).rstrip() + "\n"

@@ -78,10 +78,15 @@ class Root:
     """A named directory the agent may reach, and which tools it may use there."""
 
     def __init__(self, name: str, real_path: str, allowed_tools: Iterable[str], fd: int, *,
-                 reopens: bool = False) -> None:
+                 reopens: bool = False, spelling: str | None = None) -> None:
         tools = set(allowed_tools)
         self.name = name
         self.real_path = real_path  # for the operator's eyes (check, logs at debug); never put in a result
+        # The host spellings of this root an agent's absolute path may start with (`host_relative`): its real
+        # path, and the path the operator configured when that differs (a symlink, `..`).
+        self._prefixes = [_components(real_path)]
+        if spelling is not None and _components(spelling) not in self._prefixes:
+            self._prefixes.append(_components(spelling))
         # "*": every file tool; the journal's tools (history, undo) only when named.
         self.allowed_tools = frozenset(FILE_TOOLS) | (tools - {"*"}) if "*" in tools else frozenset(tools)
         self._fd = fd
@@ -98,7 +103,7 @@ class Root:
         """Open the directory at host `path` as root `name`; the handle is held until `close`."""
         real = os.path.realpath(path)
         fd = os.open(real, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        return cls(name, real, allowed_tools, fd, reopens=cls is Root)
+        return cls(name, real, allowed_tools, fd, reopens=cls is Root, spelling=os.path.abspath(path))
 
     def open_root(self, name: str, path: str, allowed_tools: Iterable[str]) -> Root:
         """The directory `path` leads to beneath this root, as a root of its own (Go's `OpenRoot`)."""
@@ -169,6 +174,23 @@ class Root:
     def check_tool(self, tool: str) -> None:
         if tool not in self.allowed_tools:
             raise Failure(Kind.TOOL_NOT_ALLOWED, tool=tool, root=self.name)
+
+    def host_relative(self, path: str) -> str | None:
+        """`path` relative to this root when it is an absolute host path inside it (one a command printed),
+        else None (and a leading `/` keeps meaning the root's own top).
+
+        Only the spelling is matched, component by component (`/x/ws-evil` is not inside `/x/ws`), against the
+        root's real path or its configured spelling: what follows is resolved beneath the handle like any
+        path, so `..` or a symlink cannot lead out, and nothing outside the root becomes reachable."""
+        if not path.startswith("/"):
+            return None
+        given = [p for p in path.split("/") if p not in ("", ".")]
+        for prefix in self._prefixes:
+            # A root served at / has nothing to strip (a leading / means the same either way), and must not claim
+            # every absolute path another root's agent meant root-relative.
+            if prefix and given[:len(prefix)] == prefix:
+                return "/".join(given[len(prefix):])
+        return None
 
     # -- looking ----------------------------------------------------------------------------------
 
@@ -357,6 +379,10 @@ class Root:
     def where(self, fd: int) -> list[str] | None:
         """Where the directory `fd` (opened beneath this root) really is, as root-relative components."""
         return real_relpath(fd, self._fd)
+
+
+def _components(host_path: str) -> list[str]:
+    return [p for p in host_path.split("/") if p not in ("", ".")]
 
 
 def _refusal(kinds: Kinds, kind: Kinds) -> Kind:

@@ -21,6 +21,7 @@ results are capped at `LINE_CAP` bytes; a cut side is marked with `CUT`.
 from __future__ import annotations
 
 import os
+import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,9 +56,22 @@ def _re2() -> Any:
     return re2
 
 
-def regex_message(exc: Exception) -> str:
+_LINES = "(?m)"  # what grep puts before a pattern: the agent never wrote it, so no error shows it
+_META = re.compile(r"([\\.+*?()|\[\]{}^$])")
+
+
+def regex_message(exc: Exception, pattern: str = "", prefix: str = "") -> str:
+    """RE2's complaint about `pattern` (compiled as `prefix + pattern`) in the agent's words: without `prefix`,
+    saying what RE2 lacks, and with the pattern escaped, in case the text itself was meant."""
     arg = exc.args[0] if exc.args else str(exc)
-    return arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg)
+    said = arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg)
+    if prefix:
+        said = said.replace(f": {prefix}", ": ", 1)
+    said += "; the syntax is RE2 (no lookaround, no backreferences)"
+    escaped = _META.sub(r"\\\1", pattern)
+    if escaped != pattern:
+        said += f"; to search for the text itself: {escaped}"
+    return said
 
 
 def compile_regex(pattern: str, *, case_insensitive: bool = False, lines: bool = True) -> Any:
@@ -79,9 +93,9 @@ def compile_regex(pattern: str, *, case_insensitive: bool = False, lines: bool =
     except UnicodeEncodeError as exc:
         raise PatternError(f"pattern is not valid UTF-8: {exc.reason}") from None
     try:
-        compiled = re2.compile(b"(?m)" + source if lines else source, options)
+        compiled = re2.compile(_LINES.encode() + source if lines else source, options)
     except re2.error as exc:
-        raise PatternError(regex_message(exc)) from None
+        raise PatternError(regex_message(exc, pattern, _LINES if lines else "")) from None
     # The low-level object: the Python wrapper's search() builds a generator and a
     # match object per call, which costs more than the scan of a typical file.
     return compiled._regexp

@@ -61,7 +61,7 @@ __all__ = ["ANONYMOUS", "App", "open_journal", "open_roots"]
 
 INSTRUCTIONS = (
     "rootbound gives you file tools confined to named roots. Call list_roots first to learn the root names "
-    "and which tools each allows; then pass `root` and a path relative to it to every file tool."
+    "and which tools each allows; then pass a path relative to a root, and `root` unless it is the default one."
 )
 _STATE_KEY = "rootbound.client_roots"
 _ASKER_KEY = "rootbound.roots_asker"
@@ -186,7 +186,7 @@ class App:
         caller = caller or self._principal_caller(ANONYMOUS)
         roots = roots if roots is not None else self.roots
         if caller.spill is not None:
-            roots = RootSet([*roots.values(), caller.spill.root])
+            roots = roots.plus(caller.spill.root)
         return CallContext(
             roots=roots,
             config=self.config,

@@ -17,7 +17,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import anyio
 import anyio.to_thread
@@ -38,10 +38,9 @@ from rootbound.tools import messages
 __all__ = ["Args", "CallContext", "Caller", "PathArgs", "RelPath", "RootName", "ToolOutput", "ToolSpec", "Work",
            "Workers", "call_tool", "iso_time", "loose_list", "read_only", "writes"]
 
-RootName = Annotated[str, Field(description="Name of the root to work in; list_roots shows the roots and "
-                                            "which tools each allows.")]
-RelPath = Annotated[str, Field(description='Path relative to the root, e.g. "src/main.py"; "" or "." is the '
-                                           "root itself. Paths cannot leave the root.")]
+# Described once, briefly: every byte of a definition is sent to the model on every turn.
+RootName = Annotated[str | None, Field(description="Default: the project root.")]
+RelPath = str  # relative to the root: list_roots and the server's instructions say it once
 
 
 _EPOCH = datetime(1970, 1, 1)  # naive UTC: adding a timedelta is cheaper than fromtimestamp(tz=UTC)
@@ -81,12 +80,15 @@ class Args(BaseModel):
     """Base for argument models: unknown keys are an error, not silently dropped."""
 
     model_config = ConfigDict(extra="forbid")
+    # The (root, path) pairs of the arguments, placed before the handler runs (`_placed`); a later pair whose root
+    # is omitted defaults to the root of the first.
+    PLACES: ClassVar[tuple[tuple[str, str], ...]] = (("root", "path"),)
 
 
 class PathArgs(Args):
     """The arguments of a tool that takes one path in a root."""
 
-    root: RootName
+    root: RootName = None
     path: RelPath
 
 
@@ -186,28 +188,76 @@ class ToolSpec:
             title=self.title,
             description=self.description,
             input_schema=_schema(self.args),
-            output_schema=_schema(self.result),
+            output_schema=_schema(self.result, output=True),
             annotations=self.annotations,
         )
 
 
+# The annotations carry no second title (the tool's own is there), and a read-only tool neither destructiveHint nor
+# idempotentHint (MCP: they mean something only when readOnlyHint is false).
 def read_only(title: str) -> ToolAnnotations:
-    return ToolAnnotations(title=title, read_only_hint=True, destructive_hint=False,
-                           idempotent_hint=True, open_world_hint=False)
+    return ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
 def writes(title: str, *, destructive: bool, idempotent: bool) -> ToolAnnotations:
-    return ToolAnnotations(title=title, read_only_hint=False, destructive_hint=destructive,
-                           idempotent_hint=idempotent, open_world_hint=False)
+    return ToolAnnotations(read_only_hint=False, destructive_hint=destructive, idempotent_hint=idempotent,
+                           open_world_hint=False)
 
 
-def _schema(model: type[BaseModel]) -> dict[str, Any]:
+def _schema(model: type[BaseModel], *, output: bool = False) -> dict[str, Any]:
+    """The model's JSON Schema, lean: every byte of a definition is sent to the model on every turn."""
     schema = model.model_json_schema()
-    schema.pop("title", None)
-    return schema
+    defs = schema.pop("$defs", {})
+    for part in (schema, *defs.values()):
+        part.pop("description", None)  # a class's docstring, written for programmers
+    # A result is sent without its None fields (`_shape`), so an optional field is never null, unless the model
+    # serializes itself (execute_command keeps exit_code and signal as null).
+    nullable = output and bool(model.__pydantic_decorators__.model_serializers)
+    lean = _lean(schema, defs, "nullable" if nullable else output)
+    assert isinstance(lean, dict)
+    if output:  # an object inside a result is declared by its type alone (docs/tools.md describes it)
+        props = lean.get("properties", {})
+        for name, prop in props.items():
+            if "properties" in prop:
+                props[name] = {"type": prop["type"]}
+    return lean
 
 
-def _describe_validation(tool: str, exc: ValidationError) -> str:
+def _lean(node: Any, defs: dict[str, Any], output: bool | Literal["nullable"]) -> Any:
+    """`node` without what pydantic generates for its own sake: titles (the field names again), `$defs` (put
+    inline), null defaults. An optional field is spelled as its type alone (an input still accepts null); a
+    "nullable" output keeps null in its type list, in fewer bytes than `anyOf`. Output schemas are for programs:
+    they keep names, types and what is required, not descriptions or defaults (docs/tools.md has the
+    descriptions)."""
+    if isinstance(node, list):
+        return [_lean(n, defs, output) for n in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str):
+        node = {**defs[ref.rsplit("/", 1)[1]], **{k: v for k, v in node.items() if k != "$ref"}}
+    options = node.get("anyOf")
+    if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
+        other = _lean(next(o for o in options if o != {"type": "null"}), defs, output)
+        if output != "nullable":
+            node = {**other, **{k: v for k, v in node.items() if k != "anyOf"}}
+        elif isinstance(other.get("type"), str):
+            node = {**other, **{k: v for k, v in node.items() if k != "anyOf"}, "type": [other["type"], "null"]}
+    if output and node.get("type") == "array":
+        # A result list's items are not described: a client validating 10,000 entries one by one spends a second.
+        return {"type": "array"}
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if (key == "default" and (value is None or output)) or (key == "description" and output):
+            continue
+        out[key] = {k: _lean(v, defs, output) for k, v in value.items()} if key == "properties" \
+            else _lean(value, defs, output)
+    return out
+
+
+def _describe_validation(tool: str, model: type[Args], exc: ValidationError) -> str:
     problems = []
     for err in exc.errors():
         field = ".".join(str(p) for p in err["loc"]) or "arguments"
@@ -215,7 +265,8 @@ def _describe_validation(tool: str, exc: ValidationError) -> str:
             case "missing":
                 problems.append(f"{field} is required")
             case "extra_forbidden":
-                problems.append(f"unknown parameter {field!r}")
+                problems.append(messages.unknown_parameter(field, list(model.model_fields) if len(err["loc"]) == 1
+                                                           else []))
             case _:
                 problems.append(f"{field}: {err['msg'].removeprefix('Value error, ')}")
     return messages.text(Kind.INVALID_ARGUMENTS, tool=tool, problems="; ".join(problems))
@@ -266,7 +317,7 @@ async def call_tool(spec: ToolSpec, ctx: CallContext, arguments: dict[str, Any] 
     # Every change the call makes is journaled, for this tool and this caller (fs/journaling.py).
     with journaling.attributed(ctx.journal, spec.name, ctx.caller.connection or None, caller_fields().get("client")):
         try:
-            args = spec.args.model_validate(arguments)
+            args = _placed(spec.args.model_validate(arguments), ctx.roots, spec.name)
             work = _work(spec, args)
             if inspect.iscoroutinefunction(spec.handler):
                 result = _shape(spec, args, await spec.handler(ctx, args))
@@ -281,7 +332,7 @@ async def call_tool(spec: ToolSpec, ctx: CallContext, arguments: dict[str, Any] 
             log_tool_call(spec.name, root, path, "cancelled", (time.perf_counter() - start) * 1000, 0)
             raise
         except ValidationError as exc:
-            outcome, error = "error", shortened(_describe_validation(spec.name, exc), arguments)
+            outcome, error = "error", shortened(_describe_validation(spec.name, spec.args, exc), arguments)
             result = _error(error)
         except ToolError as exc:
             outcome, error = exc.outcome, shortened(exc.message, arguments)
@@ -293,6 +344,22 @@ async def call_tool(spec: ToolSpec, ctx: CallContext, arguments: dict[str, Any] 
     size = sum(len(c.text) for c in result.content if isinstance(c, TextContent))
     log_tool_call(spec.name, root, path, outcome, (time.perf_counter() - start) * 1000, size, error)
     return result
+
+
+def _placed(args: Args, roots: RootSet, tool: str) -> Args:
+    """`args` with each omitted root filled in and each absolute host path inside a root made relative to it
+    (`RootSet.place`): handlers see a root name and a root-relative path, as before."""
+    updates: dict[str, Any] = {}
+    first: str | None = None
+    for root_field, path_field in args.PLACES:
+        if root_field not in type(args).model_fields or path_field not in type(args).model_fields:
+            continue
+        name, path = getattr(args, root_field), getattr(args, path_field)
+        placed, rel = roots.place(name, path, tool, default=first)
+        first = first if first is not None else placed
+        if placed != name or rel != path:
+            updates[root_field], updates[path_field] = placed, rel
+    return args.model_copy(update=updates) if updates else args
 
 
 def _work(spec: ToolSpec, args: Args) -> Work:

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rootbound import editing
 from rootbound.errors import Failure, Kind, PathError, ToolError
 from rootbound.fs import display_path, split_path
-from rootbound.tools.base import Args, CallContext, ToolOutput, ToolSpec
+from rootbound.tools.base import Args, CallContext, RootName, ToolOutput, ToolSpec
 from rootbound.tools.writing import changing_file, check_expected, check_file_path, sha256
 
 __all__ = ["TOOLS"]
@@ -54,7 +54,7 @@ class OneEdit(BaseModel):
 
 class EditFileArgs(Args):
     # No descriptions on the fields: the tool's description says it all in fewer bytes.
-    root: str
+    root: RootName = None
     path: str
     old_string: str | None = None
     new_string: str | None = None
@@ -136,8 +136,7 @@ _ANNOTATIONS = ToolAnnotations(destructive_hint=True, open_world_hint=False)
 TOOLS = [
     ToolSpec(
         "edit_file", "Edit a file",
-        "Replace old_string with new_string in a file; old_string must match the file exactly (copy it from "
-        "read_file, without line numbers) and only once, unless replace_all. edits: several replacements in order, "
-        "all or nothing. Use this to change part of a file, write_file to create or rewrite a whole one.",
+        "Replace old_string (exactly as in the file, once unless replace_all) with new_string. edits: several "
+        "in order, all or none. Whole files: write_file.",
         EditFileArgs, EditFileResult, _ANNOTATIONS, edit_file),
 ]

@@ -15,6 +15,7 @@ tools and the command tools — are listed as `_ELSEWHERE` strings.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterable
 from typing import Any, Final
@@ -23,7 +24,7 @@ from rootbound.catalogue import CATALOGUE
 from rootbound.errors import Failure, Kind
 from rootbound.fs.trees import Skip
 
-__all__ = ["COMMON_ERRORS", "ELSEWHERE", "TEXTS", "TOOL_ERRORS", "render", "skip_reason", "text"]
+__all__ = ["COMMON_ERRORS", "ELSEWHERE", "TEXTS", "TOOL_ERRORS", "render", "skip_reason", "text", "unknown_parameter"]
 
 Key = Kind | tuple[str, Kind]
 
@@ -33,6 +34,7 @@ _GONE = "root '{root}' is no longer available (its directory was removed or repl
 
 TEXTS: Final[dict[Key, str]] = {
     # -- the call --
+    # problems: "x is required", "unknown parameter 'x' (did you mean y?)" (`unknown_parameter`), ...
     Kind.INVALID_ARGUMENTS: "invalid arguments for {tool}: {problems}",
     Kind.INTERNAL: "internal error in {tool}; the server log has the details",
     Kind.TIMEOUT: "{tool} timed out after {seconds:g} s{on}; it stopped and changed nothing. Try a smaller file or "
@@ -42,6 +44,7 @@ TEXTS: Final[dict[Key, str]] = {
     Kind.CANCELLED: "{tool} cancelled by the client{on}; it stopped and nothing was changed",
     # -- roots --
     Kind.UNKNOWN_ROOT: "unknown root: {name}; roots: {roots}",
+    Kind.NO_DEFAULT_ROOT: "no root given and this connection has no project root to default to; roots: {roots}",
     Kind.TOOL_NOT_ALLOWED: "tool {tool} not allowed on root {root}",
     Kind.ROOT_GONE: _GONE + "it is served again as soon as a directory exists at its configured path",
     Kind.ROOT_GONE_FOR_GOOD: _GONE + "restart the server (for a client root: reconnect, or send the roots again) to "
@@ -59,6 +62,7 @@ TEXTS: Final[dict[Key, str]] = {
     Kind.UNOPENABLE: "not a regular file: {path}",
     Kind.OS_ERROR: "{reason}: {path}",
     Kind.IS_DIR: "path is a directory, not a file: {path}",
+    ("open", Kind.IS_DIR): "path is a directory, not a file: {path}; use list_folder to see what it holds",
     ("remove", Kind.IS_DIR): "path is a directory, not a file: {path}; use remove_folder to remove a directory",
     Kind.NOT_DIR: "not a directory: {path}",
     Kind.NOT_REGULAR: "not a regular file: {path} is a {type}",
@@ -158,6 +162,17 @@ _SKIPS: Final = {
 }
 
 
+def unknown_parameter(name: str, valid: list[str]) -> str:
+    """An argument the tool does not take, with the nearest valid names (`start_line` -> offset_lines), else all."""
+    text = f"unknown parameter {name!r}"
+    if not valid:
+        return text
+    near = difflib.get_close_matches(name, valid, n=2, cutoff=0.5)
+    if near:
+        return f"{text} (did you mean {' or '.join(near)}?)"
+    return f"{text} (parameters: {', '.join(valid)})"
+
+
 def skip_reason(why: Skip, kind: str) -> str:
     """Why a folder copy left an entry out, in words (`kind`: the entry's type)."""
     return _SKIPS[why].format(type=kind)
@@ -210,10 +225,10 @@ def _docs(keys: Iterable[Key | str]) -> tuple[str, ...]:
 
 # What any tool taking `root` and a path may answer.
 _COMMON: tuple[Key, ...] = (
-    Kind.UNKNOWN_ROOT, Kind.TOOL_NOT_ALLOWED, Kind.INVALID_ARGUMENTS, Kind.ESCAPE, Kind.NOT_FOUND, Kind.NULL_BYTE,
-    Kind.NOT_UTF8, Kind.COMPONENT_TOO_LONG, Kind.THROUGH_FILE, Kind.LOOP, Kind.ACCESS, Kind.NAME_TOO_LONG,
-    Kind.UNOPENABLE, Kind.OS_ERROR, Kind.TIMEOUT, Kind.BUSY, Kind.CANCELLED, Kind.ROOT_GONE, Kind.ROOT_GONE_FOR_GOOD,
-    Kind.INTERNAL,
+    Kind.UNKNOWN_ROOT, Kind.NO_DEFAULT_ROOT, Kind.TOOL_NOT_ALLOWED, Kind.INVALID_ARGUMENTS, Kind.ESCAPE,
+    Kind.NOT_FOUND, Kind.NULL_BYTE, Kind.NOT_UTF8, Kind.COMPONENT_TOO_LONG, Kind.THROUGH_FILE, Kind.LOOP, Kind.ACCESS,
+    Kind.NAME_TOO_LONG, Kind.UNOPENABLE, Kind.OS_ERROR, Kind.TIMEOUT, Kind.BUSY, Kind.CANCELLED, Kind.ROOT_GONE,
+    Kind.ROOT_GONE_FOR_GOOD, Kind.INTERNAL,
 )
 # What every writing tool may answer besides its own: git's repositories, the protected paths, a race.
 _GUARDED: tuple[Key, ...] = (
@@ -243,8 +258,10 @@ _ELSEWHERE: Final = {
         "old_string is empty, but … is not empty",
         "edit … of …: … (which of several edits failed; none was made)",
     ),
-    "grep": ("invalid pattern: …", "invalid glob_filter: …", "not a regular file or directory: …"),
-    "glob": ("exactly one of pattern or regex must be provided", "invalid pattern: …", "invalid regex: …",
+    "grep": ("invalid pattern: …; the syntax is RE2 (no lookaround, no backreferences); to search for the text "
+             "itself: …", "invalid glob_filter: …", "not a regular file or directory: …"),
+    "glob": ("exactly one of pattern or regex must be provided", "invalid pattern: …",
+             "invalid regex: …; the syntax is RE2 (no lookaround, no backreferences); to search for the text itself: …",
              "not a directory: …"),
     "command": (
         "command not allowed: …. Allowed commands: …",
@@ -269,10 +286,10 @@ _ELSEWHERE: Final = {
 _TOOL_KEYS: Final[dict[str, tuple[Key | str, ...]]] = {
     "list_roots": (),
     "list_folder": (Kind.NOT_DIR,),
-    "read_file": (Kind.TOO_LARGE_TO_READ, Kind.GREW_TOO_LARGE_TO_READ, Kind.BYTES_AND_LINES, Kind.IS_DIR,
+    "read_file": (Kind.TOO_LARGE_TO_READ, Kind.GREW_TOO_LARGE_TO_READ, Kind.BYTES_AND_LINES, ("open", Kind.IS_DIR),
                   Kind.NOT_REGULAR, Kind.FILE_CHANGED),
     "stat_file": (),
-    "hash_file": (Kind.UNSUPPORTED_HASH, Kind.IS_DIR, Kind.NOT_REGULAR, Kind.FILE_CHANGED),
+    "hash_file": (Kind.UNSUPPORTED_HASH, ("open", Kind.IS_DIR), Kind.NOT_REGULAR, Kind.FILE_CHANGED),
     "permissions_file": (),
     "write_file": (("write", Kind.IS_ROOT), ("create", Kind.EXISTS), Kind.INVALID_MODE, Kind.INVALID_ENCODING,
                    Kind.NOT_TEXT, Kind.BAD_BASE64, *_CHANGING_A_FILE, *_GUARDED),

@@ -57,13 +57,14 @@ class RootInfo(BaseModel):
 
 class ListRootsResult(BaseModel):
     roots: list[RootInfo]
+    default_root: str | None = Field(default=None, description="The root a call without root works in.")
 
 
 def list_roots(ctx: CallContext, _: NoArgs) -> ListRootsResult:
     return ListRootsResult(roots=[
         RootInfo(name=r.name, allowed_tools=[t for t in FILE_TOOLS + JOURNAL_TOOLS if t in r.allowed_tools])
         for r in ctx.roots.values()
-    ])
+    ], default_root=ctx.roots.default)
 
 
 # -- list_folder ----------------------------------------------------------------------------------
@@ -82,13 +83,10 @@ MAX_LIST_LIMIT = 100_000
 
 
 class ListFolderArgs(Args):
-    root: RootName
+    root: RootName = None
     path: RelPath
-    limit: Annotated[int, Field(ge=0, le=MAX_LIST_LIMIT, description=(
-        f"Most entries to return (default {LIST_LIMIT:,}, at most {MAX_LIST_LIMIT:,}); truncated says whether "
-        "more follow."))] = LIST_LIMIT
-    offset: Annotated[int, Field(ge=0, description=(
-        "Entries to skip first, in name order: the next page starts at offset + count."))] = 0
+    limit: Annotated[int, Field(ge=0, le=MAX_LIST_LIMIT)] = LIST_LIMIT
+    offset: Annotated[int, Field(ge=0, description="Entries to skip.")] = 0
 
 
 class ListFolderResult(BaseModel):
@@ -121,13 +119,13 @@ def list_folder(ctx: CallContext, args: ListFolderArgs) -> ListFolderResult:
 
 
 class ReadFileArgs(Args):
-    root: RootName
+    root: RootName = None
     path: RelPath
-    offset_bytes: Annotated[int | None, Field(ge=0, description="Byte offset to start at (0-based).")] = None
-    limit_bytes: Annotated[int | None, Field(ge=0, description="Maximum bytes to return.")] = None
-    offset_lines: Annotated[int | None, Field(ge=1, description="First line to return (1-based).")] = None
-    limit_lines: Annotated[int | None, Field(ge=0, description="Maximum lines to return.")] = None
-    line_numbers: Annotated[bool, Field(description="false: the text without line numbers.")] = True
+    offset_bytes: Annotated[int | None, Field(ge=0)] = None
+    limit_bytes: Annotated[int | None, Field(ge=0)] = None
+    offset_lines: Annotated[int | None, Field(ge=1, description="First line (1-based).")] = None
+    limit_lines: Annotated[int | None, Field(ge=0)] = None
+    line_numbers: Annotated[bool, Field(description="false: no line numbers in the text.")] = True
 
 
 class ReadFileResult(BaseModel):
@@ -259,9 +257,9 @@ HASH_ALGORITHMS = ("md5", "sha1", "sha256")
 
 
 class HashArgs(Args):
-    root: RootName
+    root: RootName = None
     path: RelPath
-    algorithm: Annotated[str, Field(description="One of md5, sha1, sha256.")] = "sha256"
+    algorithm: Annotated[str, Field(json_schema_extra={"enum": list(HASH_ALGORITHMS)})] = "sha256"
 
 
 class HashResult(BaseModel):
@@ -317,43 +315,32 @@ def permissions_file(ctx: CallContext, args: PathArgs) -> PermissionsResult:
 TOOLS = [
     ToolSpec(
         "list_roots", "List roots",
-        "List the roots (named directories) this server lets you work in, and the file tools each root "
-        "allows. Call this first: every other file tool takes a `root` name from this list and a path "
-        "relative to that root. Host paths are never shown.",
+        "List the roots (named directories) and the file tools each allows. Paths are relative to a root; "
+        "default_root serves calls that name none.",
         NoArgs, ListRootsResult, read_only("List roots"), list_roots, text=lambda _, data: render.roots(data)),
     ToolSpec(
         "list_folder", "List a folder",
-        "List the immediate entries of a directory in a root, sorted by name: each with name, type "
-        "(file, directory, symlink, ...), size in bytes and modified_at (ISO 8601). A symlink also has "
-        "target_type: file or directory when it leads inside the root, external otherwise. Returns one page: "
-        f"at most limit entries (default {LIST_LIMIT:,}) from offset; total counts the folder's entries and "
-        "truncated says more follow. Not recursive: use glob for that.",
+        "List a folder's entries by name with type, size and modified_at, limit at a time from offset. "
+        "Not recursive: use glob.",
         ListFolderArgs, ListFolderResult, read_only("List a folder"), list_folder,
         text=lambda args, data: render.folder_listing(data, offset=args.offset)),
     ToolSpec(
         "read_file", "Read a file",
-        "Read a file in a root. With no offset/limit the whole file is returned if it is at most "
-        "max_full_read_size bytes (1 MiB by default); otherwise read a part: by bytes with "
-        "offset_bytes/limit_bytes, or by lines with offset_lines (1-based) / limit_lines - not both kinds "
-        "at once. UTF-8 text comes back as is; anything else as base64 (encoding says which). binary is "
-        "true when the file's first 8 KiB hold a NUL byte; truncated is true when more of the file follows; "
-        "lines_total counts the file's lines on full and line reads.",
+        "Read a file, whole (up to 1 MiB by default) or a part by lines or bytes. Content that is not UTF-8 "
+        "comes back as base64.",
         ReadFileArgs, ReadFileResult, read_only("Read a file"), read_file, work=_read_work, text=_read_text),
     ToolSpec(
         "stat_file", "File metadata",
-        "Metadata of a file, directory or symlink in a root: name, path, type, size, is_directory, "
-        "is_symlink, modified_at. A symlink is described itself, with `target` saying what it leads to "
-        "(type external when that is outside the root).",
+        "Metadata of a file, directory or symlink: type, size, modified_at; for a symlink, target says what it "
+        "leads to.",
         PathArgs, StatResult, read_only("File metadata"), stat_file, text=lambda _, data: render.stat(data)),
     ToolSpec(
         "hash_file", "Hash a file",
-        "Compute the md5, sha1 or sha256 (default) hex digest of a file in a root, streaming it, so any "
-        "size works. Useful to check whether a file changed, or whether two files are identical.",
+        "Hex digest of a file, streamed (any size): to see whether it changed or two files are the same.",
         HashArgs, HashResult, read_only("Hash a file"), hash_file, text=lambda _, data: render.file_hash(data)),
     ToolSpec(
         "permissions_file", "File permissions",
-        "Owner, group and permission bits of a file, directory or symlink in a root: mode as octal "
-        '("0644") and mode_string as ls shows it ("-rw-r--r--"). Read only: permissions cannot be changed.',
+        'Owner, group and mode ("0644", "-rw-r--r--") of a file, directory or symlink.',
         PathArgs, PermissionsResult, read_only("File permissions"), permissions_file,
         text=lambda _, data: render.permissions(data)),
 ]

@@ -26,7 +26,7 @@ from rootbound.fs.trees import OTHER
 from rootbound.grep.clock import Clock
 from rootbound.grep.contents import FilterError, Grep, Match, Query
 from rootbound.grep.names import Glob
-from rootbound.grep.scanner import CUT, LINE_CAP, PatternError
+from rootbound.grep.scanner import PatternError
 from rootbound.tools import render
 from rootbound.tools.base import Args, CallContext, RootName, ToolSpec, iso_time, loose_list, read_only
 from rootbound.tools.reading import printable
@@ -35,18 +35,11 @@ __all__ = ["TOOLS"]
 
 MAX_RESULTS_LIMIT = 100_000
 
-SearchPath = Annotated[str, Field(description='Directory (or, for grep, a single file) to search, relative to '
-                                              'the root; "." (default) is the whole root.')]
-MaxResults = Annotated[int, Field(ge=1, le=MAX_RESULTS_LIMIT,
-                                  description="Stop after this many results; truncated is then true.")]
-TimeoutSeconds = Annotated[float, Field(gt=0, le=3600, description="Stop after this many seconds and return what "
-                                                                   "was found so far, with timed_out true.")]
-IncludeIgnored = Annotated[bool, Field(description="Also search .git/ and what .gitignore, .ignore and "
-                                                   ".git/info/exclude leave out (skipped by default; hidden files "
-                                                   "are always searched).")]
-MaxDepth = Annotated[int | None, Field(ge=0, description="How deep to descend below path: 1 = only entries directly "
-                                                         "in path, 2 = one level of subdirectories more, ... "
-                                                         "Default: no limit.")]
+SearchPath = str  # the folder to search
+MaxResults = Annotated[int, Field(ge=1, le=MAX_RESULTS_LIMIT)]
+TimeoutSeconds = Annotated[float, Field(gt=0, le=3600)]
+IncludeIgnored = Annotated[bool, Field(description="Also search .git/ and what .gitignore/.ignore leave out.")]
+MaxDepth = Annotated[int | None, Field(ge=0, description="1: only entries directly in path.")]
 
 
 def _clock(seconds: float) -> Clock:
@@ -77,18 +70,12 @@ def _ignores(root: Root, top: int, include_ignored: bool) -> Ignores | None:
 
 
 class GrepArgs(Args):
-    root: RootName
-    pattern: Annotated[str, Field(description="Regular expression in Go/RE2 syntax (no backreferences or "
-                                              "lookaround), matched against each line; a literal string works "
-                                              "as is once regex metacharacters are escaped.")]
-    path: SearchPath = "."
-    glob_filter: Annotated[str | None, Field(
-        description='Only search files matching this glob, e.g. "*.go" or "*.{ts,tsx}". Matched against the '
-                    'file name; a glob containing "/" is matched against the path relative to path instead '
-                    '(e.g. "src/**/*.go").')] = None
+    root: RootName = None
+    pattern: Annotated[str, Field(description="RE2 regex (no lookaround or backreferences).")]
+    path: Annotated[str, Field(description="Folder or file to search.")] = "."
+    glob_filter: Annotated[str | None, Field(description='Only files matching this glob, e.g. "*.py".')] = None
     case_insensitive: bool = False
-    context_lines: Annotated[int, Field(ge=0, le=20, description="Lines of context before and after each "
-                                                                 "match.")] = 0
+    context_lines: Annotated[int, Field(ge=0, le=20)] = 0
     max_results: MaxResults = 100
     timeout_seconds: TimeoutSeconds = 300
     max_depth: MaxDepth = None
@@ -133,21 +120,14 @@ def grep(ctx: CallContext, args: GrepArgs) -> BaseModel:
 
 
 class GlobArgs(Args):
-    root: RootName
-    pattern: Annotated[str | None, Field(
-        description='Glob matched against paths relative to path: "*" and "?" stay within one directory, '
-                    '"**" spans any number of directories ("**/*.go"), "{a,b}" alternates, "[abc]" is a set. '
-                    "Give pattern or regex, not both.")] = None
-    regex: Annotated[str | None, Field(
-        description=r'Regular expression (Go/RE2 syntax) searched for in each path relative to path, e.g. '
-                    r'"test_\d+\.go$"; anchor with ^ and $ to match whole paths. Give pattern or regex, '
-                    "not both.")] = None
+    root: RootName = None
+    pattern: Annotated[str | None, Field(description='Glob, e.g. "**/*.py" ("**" spans folders).')] = None
+    regex: Annotated[str | None, Field(description="RE2 regex instead of pattern.")] = None
     path: SearchPath = "."
     max_results: MaxResults = 100
     timeout_seconds: TimeoutSeconds = 300
     max_depth: MaxDepth = None
-    type_filter: Annotated[Literal["file", "directory", "symlink", "all"],
-                           Field(description="Only entries of this type.")] = "all"
+    type_filter: Literal["file", "directory", "symlink", "all"] = "all"
     include_ignored: IncludeIgnored = False
 
 
@@ -196,25 +176,15 @@ def glob(ctx: CallContext, args: GlobArgs) -> BaseModel:
 TOOLS = [
     ToolSpec(
         "grep", "Search file contents",
-        "Search the files under a path in a root for lines matching a regular expression (Go/RE2 syntax, "
-        "linear time). Returns matches with file (root-relative), line_number, line_content and "
-        "context_before/context_after (context_lines each side), in a stable order. Binary files (a NUL byte "
-        "in the first 8 KiB) are skipped; symlinks met in the walk are not followed. A match never spans "
-        f"lines. Lines longer than {LINE_CAP} bytes are cut to a {LINE_CAP}-byte window around the match "
-        f"(context lines: their start), and the cut side is marked {CUT}. Stops at max_results (truncated: "
-        "true) or timeout_seconds (timed_out: true) and returns what it found. Filter files with "
-        'glob_filter, e.g. "*.py".',
+        "Search files for lines matching a regex: each match's file, line_number, line_content and context. "
+        "Binary files and what .gitignore leaves out are skipped.",
         GrepArgs, GrepResult, read_only("Search file contents"), grep, file_timeout=False,
         text=lambda args, data: render.grep_matches(data, max_results=args.max_results,
                                                     context=args.context_lines > 0)),
     ToolSpec(
         "glob", "Find files by name",
-        "Find files, directories and symlinks under a path in a root whose relative path matches a glob "
-        '(pattern, e.g. "**/*.go" - "**" spans directories) or a regular expression (regex, Go/RE2 syntax); '
-        "give exactly one of them. Paths are matched relative to path and returned relative to the root, "
-        "sorted, each with type, size and modified_at. Symlinks are listed, not followed. Narrow with "
-        "type_filter (file, directory, symlink) and max_depth; stops at max_results (truncated: true) or "
-        "timeout_seconds (timed_out: true).",
+        "Find files, folders and symlinks whose path below path matches a glob pattern or a regex: paths "
+        "relative to the root, sorted, with type, size and modified_at.",
         GlobArgs, GlobResult, read_only("Find files by name"), glob, file_timeout=False,
         text=lambda args, data: render.glob_paths(data, max_results=args.max_results)),
 ]

@@ -7,13 +7,13 @@ handlers check the tool on both roots and shape the result.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
 from rootbound.fs import display_path, split_path
 from rootbound.tools import render
-from rootbound.tools.base import Args, CallContext, RelPath, ToolSpec, writes
+from rootbound.tools.base import Args, CallContext, RootName, ToolSpec, writes
 from rootbound.tools.messages import skip_reason
 from rootbound.tools.writing import guard
 
@@ -21,11 +21,12 @@ __all__ = ["TOOLS"]
 
 
 class TransferArgs(Args):
-    source_root: Annotated[str, Field(description="Root to copy/move from (see list_roots).")]
-    source_path: RelPath
-    dest_root: Annotated[str, Field(description="Root to copy/move to; may be the same as source_root.")]
-    dest_path: Annotated[str, Field(description="Destination path relative to dest_root. If it is an existing "
-                                                "folder, the source goes inside it under its own name.")]
+    PLACES: ClassVar[tuple[tuple[str, str], ...]] = (("source_root", "source_path"), ("dest_root", "dest_path"))
+
+    source_root: RootName = None
+    source_path: str
+    dest_root: Annotated[str | None, Field(description="Default: source_root.")] = None
+    dest_path: str
 
 
 class Skipped(BaseModel):
@@ -73,24 +74,14 @@ def move(ctx: CallContext, args: TransferArgs) -> MoveResult:
 TOOLS = [
     ToolSpec(
         "copy", "Copy a file or folder",
-        "Copy a file or a folder (recursively) to a path in the same or another root; copy must be allowed on "
-        "both roots. If dest_path is an existing folder, the source is copied inside it under its own name. An "
-        "existing destination file is replaced atomically; an existing destination folder is not merged (error). "
-        "Missing parent folders are created. Inside a copied folder, symlinks are copied as links only when they "
-        "stay inside the destination root; others (and FIFOs, sockets, devices) are skipped and listed. A folder "
-        "holding a git repository (.git, or a bare repository) is not copied (use git clone), and nothing is "
-        "copied into a .git directory or onto a protected path (as for write_file).",
+        "Copy a file or folder (recursively) to dest_path, in this or another root; into it if it is a folder. "
+        "Replaces a file, never merges folders.",
         TransferArgs, CopyResult, writes("Copy a file or folder", destructive=True, idempotent=True), copy,
         text=lambda _, data: render.copied(data)),
     ToolSpec(
         "move", "Move or rename",
-        "Move or rename a file or folder, within a root or to another root; move must be allowed on both roots. "
-        "If dest_path is an existing folder, the source moves inside it under its own name. An existing file at "
-        "the destination is replaced; an existing folder is not. Atomic (a rename) on one filesystem; across "
-        "filesystems it copies and then removes the source, and refuses beforehand if anything could not be "
-        "copied. A symlink is moved as a link; a move that would make a relative link lead outside its root is "
-        "refused. The root itself cannot be moved. A folder holding a git repository moves whole; .git itself, "
-        "anything inside a .git directory, and protected paths (as for write_file) are not moved.",
+        "Move or rename a file or folder, in this or another root; into dest_path if it is a folder. Replaces a "
+        "file, never a folder.",
         TransferArgs, MoveResult, writes("Move or rename", destructive=True, idempotent=False), move,
         text=lambda _, data: render.moved(data)),
 ]

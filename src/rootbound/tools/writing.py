@@ -31,25 +31,18 @@ WRITE_MODES = ("overwrite", "append", "create_only")
 MAX_PATCH_SIZE = 64 * 1024 * 1024  # patch_file holds the file in memory
 
 ExpectedSha = Annotated[str | None, Field(
-    pattern=r"^[0-9a-fA-F]{64}$",
-    description="Optional guard: the sha256 (hex) of the file as you last saw it (hash_file, or the sha256 of a "
-                "previous write). The change is made only if the file still has exactly that content; otherwise "
-                "nothing is written and the error gives the current hash.")]
+    pattern=r"^[0-9a-fA-F]{64}$", description="Change only if the file's sha256 is still this.")]
 
 
 # -- write_file -----------------------------------------------------------------------------------
 
 
 class WriteFileArgs(Args):
-    root: RootName
+    root: RootName = None
     path: RelPath
-    content: Annotated[str, Field(description="The text to write (or base64 data, with encoding=base64).")]
-    mode: Annotated[str, Field(
-        description="overwrite (default): replace the file, or create it; append: add to its end, or create it; "
-                    "create_only: create it, failing if it already exists.",
-        json_schema_extra={"enum": list(WRITE_MODES)})] = "overwrite"
-    encoding: Annotated[str, Field(description='"utf-8" (default) for text, "base64" for binary data.',
-                                   json_schema_extra={"enum": ["utf-8", "base64"]})] = "utf-8"
+    content: str
+    mode: Annotated[str, Field(json_schema_extra={"enum": list(WRITE_MODES)})] = "overwrite"
+    encoding: Annotated[str, Field(json_schema_extra={"enum": ["utf-8", "base64"]})] = "utf-8"
     expected_sha256: ExpectedSha = None
 
 
@@ -159,11 +152,9 @@ def remove_file(ctx: CallContext, args: PathArgs) -> RemovedResult:
 
 
 class PatchFileArgs(Args):
-    root: RootName
+    root: RootName = None
     path: RelPath
-    patch: Annotated[str, Field(description="A unified diff: optional ---/+++ header lines, then hunks, each an "
-                                            "'@@ -old_start,count +new_start,count @@' line followed by ' ' "
-                                            "context, '-' removed and '+' added lines.")]
+    patch: str
     expected_sha256: ExpectedSha = None
 
 
@@ -245,48 +236,29 @@ def remove_folder(ctx: CallContext, args: PathArgs) -> RemoveFolderResult:
 TOOLS = [
     ToolSpec(
         "write_file", "Write a file",
-        "Write text to a file in a root. mode: overwrite (default) replaces the whole file or creates it; append "
-        "adds to its end (creating it if missing); create_only creates it and fails if it already exists. Missing "
-        "parent folders are created. Overwrites are atomic: readers see the old or the new file, never a mix. "
-        "Give expected_sha256 (from hash_file or a previous write's sha256) to write only if nobody changed the "
-        "file since you read it. Binary data: encoding=base64. Protected, so never written: .git and anything inside "
-        "a .git directory, a file that would make its folder look like a bare git repository (HEAD with objects "
-        "and refs), agent and editor settings (.mcp.json, .claude/settings.json, .vscode/tasks.json, ...) and "
-        "shell start-up files. Git commands change repositories.",
+        "Create or replace a whole file atomically (append adds to it); missing folders are made. To change "
+        "part of a file, use edit_file.",
         WriteFileArgs, WriteFileResult, writes("Write a file", destructive=True, idempotent=False), write_file,
         text=lambda _, data: render.written(data)),
     ToolSpec(
         "remove_file", "Remove a file",
-        "Delete one file (or symlink: the link itself is removed, never what it points to) in a root. Fails for "
-        "a directory (use remove_folder), for a missing file, and for protected paths (as for write_file).",
+        "Delete a file, or a symlink itself (never its target). Folders: remove_folder.",
         PathArgs, RemovedResult, writes("Remove a file", destructive=True, idempotent=True), remove_file,
         text=lambda _, data: render.removed(data)),
     ToolSpec(
         "patch_file", "Patch a file",
-        "Apply a unified diff (as `diff -u` or `git diff` print it, or a '*** Begin Patch' patch) to one file in a "
-        "root; all hunks or nothing. Context and '-' lines must match the file exactly (a context line's trailing "
-        "whitespace aside); a hunk applies where they match, even if its line numbers are off, and where they "
-        "match several places only at the line its header names (else the error lists them). The result reports "
-        "each hunk's line and offset. A missing file is "
-        "created (patch against empty content, e.g. '--- /dev/null' and '@@ -0,0 +1,3 @@'). If the diff covers "
-        "several files, only the part whose ---/+++ name is `path` is used. On failure the file is unchanged and "
-        "the error names the hunk and line. Optional expected_sha256 as for write_file. Protected paths as for "
-        "write_file.",
+        "Apply a unified diff (diff -u, git diff or *** Begin Patch) to one file, all hunks or none; hunks are "
+        "placed by their context lines.",
         PatchFileArgs, PatchFileResult, writes("Patch a file", destructive=True, idempotent=False), patch_file,
         text=lambda _, data: render.patched(data)),
     ToolSpec(
         "create_folder", "Create a folder",
-        "Create a directory in a root, with any missing parents (like mkdir -p). Succeeds with created=false if it "
-        "already exists; fails if a file is in the way. Never creates .git, anything inside a .git directory, or "
-        "the objects/refs folder that would make a folder look like a bare git repository.",
+        "Create a directory and any missing parents (mkdir -p); created is false if it was there.",
         PathArgs, CreatedResult, writes("Create a folder", destructive=False, idempotent=True), create_folder,
         text=lambda _, data: render.folder_created(data)),
     ToolSpec(
         "remove_folder", "Remove a folder",
-        "Delete a directory and everything in it (like rm -rf) in a root. Symlinks inside are removed as links; "
-        "their targets are never touched. Refuses the root itself, a file (use remove_file), a .git directory or "
-        "anything inside one, and folders that hold other protected paths (e.g. .claude/settings.json); a folder "
-        "that holds a git repository may be removed whole.",
+        "Delete a directory and everything in it (rm -rf); symlinks inside are removed as links.",
         PathArgs, RemoveFolderResult, writes("Remove a folder", destructive=True, idempotent=True), remove_folder,
         text=lambda _, data: render.folder_removed(data)),
 ]
