@@ -112,20 +112,3 @@ async def test_swapping_a_guarded_directory_never_binds_the_host_tmp(servers: Co
     assert outcomes["ran"] > 0, outcomes
     assert sum(n for k, n in outcomes.items() if k.startswith("refused")) > 0, outcomes  # the race really ran
     assert [k for k in outcomes if k.startswith("failed otherwise")] == [], outcomes
-
-
-@pytest.mark.parametrize("case", ["not a mount point", "a symlink on the way", "another inode"])
-def test_the_launcher_refuses_a_bind_that_did_not_land_at_its_path(tmp_path: Path, case: str) -> None:
-    """What the race test hits by chance, made to happen: the launcher checks each bind before it runs anything."""
-    real = tmp_path / "real"
-    (real / "sub").mkdir(parents=True)
-    (tmp_path / "link").symlink_to("real")
-    st = os.stat(real / "sub")
-    path = {"not a mount point": real / "sub", "a symlink on the way": tmp_path / "link" / "sub",
-            "another inode": tmp_path}[case]
-    marker = tmp_path / "MARKER"
-    done = subprocess.run([*bwrap.launcher_argv(), "--bound", f"rw:{st.st_dev}:{st.st_ino}:{path}", "--",
-                           "/usr/bin/touch", "touch", str(marker)], capture_output=True, text=True)
-    assert done.returncode == 126 and not marker.exists()
-    assert "a root or a protected path changed while the sandbox was being built" in done.stderr
-    assert str(tmp_path) not in done.stderr  # no host path in what the agent reads
