@@ -172,7 +172,7 @@ async def test_history_and_undo_reach_only_the_connections_own_changes(tmp_path:
                         ).is_error
             mine = (await one.call_tool("history", {"root": "ws"})).structured_content
             theirs = (await two.call_tool("history", {"root": "ws"})).structured_content
-            assert mine is not None and theirs is not None
+            assert mine is not None and theirs is not None, text_of(await one.call_tool("history", {"root": "ws"}))
             assert len(mine["changes"]) == 1 and "a.txt" in mine["changes"][0]
             assert len(theirs["changes"]) == 1 and "b.txt" in theirs["changes"][0]
             one_id, two_id = mine["changes"][0].split()[0], theirs["changes"][0].split()[0]
