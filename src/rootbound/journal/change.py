@@ -141,6 +141,10 @@ class Journal:
         return entry.id
 
     def close(self) -> None:
+        for hook in self.after_commit:  # upkeep threads finish before the stores they use are closed
+            stop = getattr(hook, "close", None)
+            if stop is not None:
+                stop()
         with self._lock:
             for store in self._stores.values():
                 store.close()
