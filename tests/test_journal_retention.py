@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
+
+import pytest
 
 from rootbound.journal import query, retention
 from rootbound.journal.undo import undo
 
 from ._journal import Driver
+from .conftest import MakeServer
 
 
 def sha(data: bytes) -> str:
@@ -79,3 +84,25 @@ def test_upkeep_runs_in_the_background_every_n_commits(tmp_path: Path) -> None:
         time.sleep(0.05)
     assert d.store.entries() == []  # max_age 0: all went
     d.close()
+
+
+@pytest.mark.anyio
+async def test_no_upkeep_thread_outlives_the_server(make_server: MakeServer, tmp_path: Path,
+                                                    caplog: pytest.LogCaptureFixture,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    caplog.set_level(logging.WARNING, logger="rootbound")
+    s = await make_server({"ws": tmp_path / "ws"}, journal={"dir": str(tmp_path / "journal")})
+    assert s.app.journal is not None
+    upkeep = next(h for h in s.app.journal.after_commit if isinstance(h, retention.Upkeep))
+    upkeep.every = 5  # upkeep after the 5th change rather than the 256th: the last write starts it
+    # The upkeep is slowed (not replaced) so that it surely still runs when the server closes.
+    gate, maintain = threading.Event(), retention.maintain
+    monkeypatch.setattr(retention, "maintain", lambda *a: (gate.wait(10), maintain(*a)))
+    for i in range(5):
+        await s.ok("write_file", root="ws", path=f"f{i}.txt", content=f"line {i}\n" * 2000)
+    assert [t for t in threading.enumerate() if t.name == "journal-upkeep"]
+    threading.Timer(0.3, gate.set).start()
+    s.app.close()
+    assert gate.is_set()  # close waited for it
+    assert [t for t in threading.enumerate() if t.name == "journal-upkeep"] == []
+    assert [r.getMessage() for r in caplog.records if "upkeep" in r.getMessage()] == []

@@ -69,8 +69,8 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
     "journal/recovery.py": ({"open_beneath", "os.open", "os.listdir", "os.unlink"},
                             "digests what stands at a recorded path beneath the root's handle; the writer lock "
                             "files in the journal's own state directory"),
-    "journal/restore.py": ({"locate", "locate_making", "os.mkdir", "os.open", "os.readlink", "os.rename", "os.stat",
-                            "os.symlink", "os.unlink", "os.utime"},
+    "journal/restore.py": ({"locate", "locate_making", "os.mkdir", "os.open", "os.readlink", "os.rename", "os.rmdir",
+                            "os.stat", "os.symlink", "os.unlink", "os.utime"},
                            "undo puts recorded before-states back at recorded paths, resolved beneath the root's "
                            "handle (fs.beneath), each change by (directory handle, single name) with *at calls"),
     "journal/retention.py": ({"os.stat", "os.unlink"}, "prunes the blob store in the journal's own state directory"),

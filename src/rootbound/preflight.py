@@ -35,7 +35,8 @@ from rootbound.sandbox.layout import WRITING_TOOLS, is_under
 if TYPE_CHECKING:
     from rootbound.config import Config
 
-__all__ = ["OwnCode", "describe_reach", "holds_own_code", "nesting_warnings", "own_code", "refusals", "warnings"]
+__all__ = ["OwnCode", "describe_reach", "holds_own_code", "nesting_warnings", "own_code", "refusals",
+           "sandbox_refusals", "warnings"]
 
 ALTERNATIVES = ("install rootbound outside the directories you serve (`pipx install /path/to/rootbound`, or a "
                 "virtual environment outside the project: `python3 -m venv ~/.venvs/rootbound && "
@@ -129,9 +130,50 @@ def journal_refusals(config: Config) -> list[str]:
     return out
 
 
+def _private_dirs(config: Config) -> list[tuple[str, str]]:
+    """(what, real path) of the server's private directories: every state directory it may use (recovery records,
+    and the journal's default home) and journal.dir."""
+    from rootbound.fs import recovery
+
+    bases = [config.state_dir] if config.state_dir else recovery.default_state_dirs()
+    out = [("the server's state directory (state_dir)", os.path.realpath(b)) for b in bases]
+    if config.journal.enabled and config.journal.dir:
+        out.append(("the change journal's directory (journal.dir)", os.path.realpath(config.journal.dir)))
+    return out
+
+
+def sandbox_refusals(config: Config) -> list[str]:
+    """Commands' read paths, write paths and work areas that contain or lie in a private directory of the server:
+    sandboxed commands could read the journal's old contents of every root's files, or forge its records."""
+    c = config.commands
+    if not c.allowed or c.sandbox == "off":
+        return []  # no command runs, or none is confined: these keys grant nothing
+    entries = [(f"commands.{key}", p) for key in ("read_paths", "write_paths", "allowed_cwd_roots")
+               for p in getattr(c, key)]
+    out = []
+    for key, entry in entries:
+        real = os.path.realpath(os.path.expanduser(entry))
+        if key == "commands.allowed_cwd_roots" and real == "/":
+            continue  # not a work area: it only lifts the working-directory check (sandbox/layout.work_areas)
+        for what, private in _private_dirs(config):
+            if is_under(private, real) or is_under(real, private):
+                setting = "journal.dir" if "journal.dir" in what else "state_dir"
+                if is_under(private, real):
+                    fix = f"name narrower directories in {key} that leave it out, or set {setting} outside {real}"
+                    relation = "contains"
+                else:
+                    fix = "remove the entry: the server's own records are never for commands to read"
+                    relation = "lies inside"
+                out.append(f"{key} entry {entry!r} ({real}) {relation} {what} at {private}: sandboxed commands "
+                           "could read the old contents of the roots' files kept there, or change the server's "
+                           f"records. To fix: {fix}")
+                break
+    return out
+
+
 def refusals(config: Config) -> list[str]:
     """Why this configuration must not be served (empty: it may)."""
-    out = journal_refusals(config)
+    out = journal_refusals(config) + sandbox_refusals(config)
     if config.allow_self_modification:
         return out
     for where, path in _writable_places(config):

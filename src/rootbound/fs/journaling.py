@@ -121,6 +121,11 @@ class Recording:
         self._call("before_move", src_dirfd, src_name, src_rel, dst_dirfd, dst_name, dst_rel,
                    src_root=src_root, dst_root=dst_root)
 
+    def made_folders(self, rels: tuple[str, ...]) -> None:
+        """The parent folders made for the path declared last (innermost first): an undo removes them when empty."""
+        if rels:
+            self._call("made_folders", list(rels))
+
     def ready(self) -> None:
         """Just before the change becomes visible: the entry and the before-states are durable."""
         self._call("ready")

@@ -331,7 +331,7 @@ class Root:
                 else locate(self._fd, parts, follow=follow)
         except OSError as exc:
             raise path_error(op, path, exc) from None
-        target = Target(self, path, dirfd, name, where, st, bool(made))
+        target = Target(self, path, dirfd, name, where, st, bool(made), self._made_rels(made))
         ok = False
         try:
             with contextlib.ExitStack() as held:
@@ -345,6 +345,21 @@ class Root:
             if not ok:
                 undo_dirs(self._fd, made)
             os.close(dirfd)
+
+    def _made_rels(self, made: list[list[str]]) -> tuple[str, ...]:
+        """The folders `make_dirs` made, innermost first, as the journal records paths (where each really is)."""
+        rels = []
+        for prefix in reversed(made):
+            try:
+                fd = open_beneath(self._fd, prefix, DIRECTORY)
+            except OSError:
+                continue  # gone already: nothing for an undo to remove
+            try:
+                real = self.where(fd)
+            finally:
+                os.close(fd)
+            rels.append("/".join(real if real is not None else prefix))
+        return tuple(rels)
 
     def mkdir(self, path: str, guard: Guard) -> bool:
         """Make the directory `path` with any missing parents (mkdir -p); False when it was already there."""
@@ -401,7 +416,7 @@ class Target:
     """
 
     def __init__(self, root: Root, path: str, dirfd: int, name: str, parts: list[str], st: os.stat_result | None,
-                 made_dirs: bool) -> None:
+                 made_dirs: bool, made: tuple[str, ...] = ()) -> None:
         self.root = root
         self.path = path
         self.dirfd = dirfd
@@ -409,6 +424,7 @@ class Target:
         self.parts = parts
         self.st = st
         self.made_dirs = made_dirs
+        self.made = made  # the parent folders made for this entry (root-relative, innermost first)
         real = root.where(dirfd)
         self.real = real if real is None or name == "." else [*real, name]
 
@@ -491,6 +507,7 @@ class Target:
         with journaling.recording(self.root) as rec:
             rel = self.rel
             rec.before_file(self.dirfd, self.name, rel)
+            rec.made_folders(self.made)
 
             def ready() -> None:  # the caller's last look first: a refused write leaves no entry
                 if before_commit is not None:
@@ -510,6 +527,7 @@ class Target:
         """Append `data` to the file here, creating it if missing; True if it was created."""
         with journaling.recording(self.root) as rec:
             rec.before_file(self.dirfd, self.name, self.rel)  # an append changes the whole file, for an undo
+            rec.made_folders(self.made)
             rec.ready()
             created = atomic.append(self.dirfd, self.name, data)
             rec.commit()
@@ -522,6 +540,7 @@ class Target:
             try:
                 with journaling.recording(self.root) as rec:
                     rec.before_absent(self.rel, dirfd=self.dirfd, name=self.name)
+                    rec.made_folders(self.made)
                     rec.ready()
                     os.mkdir(self.name, 0o777, dir_fd=self.dirfd)
                     rec.commit()

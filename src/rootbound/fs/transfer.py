@@ -76,6 +76,7 @@ def _destination(root: Root, dest: str, name: str, guard: Guard, *, follow_final
                 yield target, dest
             else:
                 with root.target(dest, guard, follow=False, op=op) as link:
+                    link.made = target.made  # the parents the outer lookup made: this entry's too
                     yield link, dest
             return
     inner = _joined(dest, name)
@@ -160,6 +161,7 @@ def copy(src_root: Root, path: str, dst_root: Root, dest: str, guard: Guard) -> 
                     raise PathError("copy", path, Kind.INTO_ITSELF, dest=shown)
                 with journaling.recording(dst_root) as rec:
                     rec.before_absent(target.rel, dirfd=target.dirfd, name=target.name)
+                    rec.made_folders(target.made)
                     stats = _copy_folder(dst_root, source.fd, sst, target, shown, guard, ready=rec)
                     rec.commit()
                 return Copied(shown, True, stats.bytes, stats.files, stats.skipped or None)
@@ -206,6 +208,7 @@ def move(src_root: Root, source: str, dst_root: Root, dest: str, guard: Guard) -
             with journaling.recording(src_root) as rec:
                 rec.before_move(src.dirfd, src.name, src.rel, target.dirfd, target.name, target.rel,
                                 dst_root=dst_root)
+                rec.made_folders(target.made)
                 rec.ready()
                 method = _rename(dst_root, src, sst, target, shown, guard, source, is_dir, rec)
                 rec.commit()

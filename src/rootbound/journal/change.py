@@ -141,6 +141,10 @@ class Journal:
         return entry.id
 
     def close(self) -> None:
+        for hook in self.after_commit:  # upkeep threads finish before the stores they use are closed
+            stop = getattr(hook, "close", None)
+            if stop is not None:
+                stop()
         with self._lock:
             for store in self._stores.values():
                 store.close()
@@ -248,6 +252,13 @@ class Change:
                  "digest": digest_now(src_dirfd, src_name, self.journal.idents)}
         self._add(src_root, src_rel, moved, src_dirfd, src_name)
         self._add(dst_root, dst_rel, self._state(dst_root, dst_dirfd, dst_name), dst_dirfd, dst_name)
+
+    def made_folders(self, rels: list[str]) -> None:
+        """The folders made to hold the path declared last (root-relative, innermost first): kept with its
+        before-state, so that an undo removes them again when it leaves them empty."""
+        if self._ready or not self._paths:
+            raise RuntimeError("declare the path before the folders made for it, and both before ready()")
+        self._paths[-1].record.before["made_folders"] = list(rels)
 
     # -- acting ------------------------------------------------------------------------------
 

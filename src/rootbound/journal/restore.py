@@ -24,7 +24,7 @@ from rootbound.fs.handles import lstat_or_none
 from rootbound.journal.blobs import Blobs
 from rootbound.journal.model import State
 
-__all__ = ["located", "move_back", "put", "remove"]
+__all__ = ["located", "move_back", "put", "remove", "remove_made_folders"]
 
 _DIR: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -127,6 +127,21 @@ def _put_tree(dirfd: int, name: str, blobs: Blobs, state: State) -> None:
         os.fchmod(tfd, state["mode"] & 0o7777)
         remove(dirfd, name)  # nothing there, but for a forced undo
         atomic.rename_noreplace(dirfd, tmp, dirfd, name)
+
+
+def remove_made_folders(root_fd: int, rels: list[str]) -> None:
+    """Remove the folders a change made for its path (root-relative, innermost first), each only while it is
+    empty: what anyone put there since stays, with the folders that hold it."""
+    for rel in rels:
+        try:
+            loc = located(root_fd, rel)
+        except (OSError, ValueError):
+            continue
+        try:
+            with contextlib.suppress(OSError):
+                os.rmdir(loc.name, dir_fd=loc.dirfd)
+        finally:
+            loc.close()
 
 
 def put(dirfd: int, name: str, blobs: Blobs, state: State) -> None:

@@ -119,13 +119,16 @@ def maintain(store: Store, settings: Settings) -> None:
 
 
 class Upkeep:
-    """A Journal.after_commit hook: every `every` commits of a store, maintain it in a background thread."""
+    """A Journal.after_commit hook: every `every` commits of a store, maintain it in a background thread.
+    `close` waits for the threads it started: none outlives the journal's stores."""
 
     def __init__(self, settings: Settings, every: int = 256) -> None:
         self.settings = settings
         self.every = every
         self._counts: dict[str, int] = {}
         self._running: set[str] = set()
+        self._threads: list[threading.Thread] = []
+        self._closed = False
         self._lock = threading.Lock()
 
     def __call__(self, change: Any) -> None:
@@ -133,12 +136,24 @@ class Upkeep:
         if store is None:
             return
         with self._lock:
+            if self._closed:
+                return  # the journal is closing: its stores are about to go
             n = self._counts[store.root_path] = self._counts.get(store.root_path, 0) + 1
             if n < self.every or store.root_path in self._running:
                 return
             self._counts[store.root_path] = 0
             self._running.add(store.root_path)
-        threading.Thread(target=self._run, args=(store,), name="journal-upkeep", daemon=True).start()
+            thread = threading.Thread(target=self._run, args=(store,), name="journal-upkeep", daemon=True)
+            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+            thread.start()
+
+    def close(self) -> None:
+        """Start no more upkeep, and wait for what runs (bounded work: one compaction and one pruning)."""
+        with self._lock:
+            self._closed = True
+            threads, self._threads = self._threads, []
+        for thread in threads:
+            thread.join()
 
     def _run(self, store: Store) -> None:
         try:

@@ -33,7 +33,7 @@ from rootbound.journal.change import Change, Journal, _Root
 from rootbound.journal.model import APPLIED, COMMAND, NOT_APPLIED, PENDING, Entry, PathRecord, digest_of
 from rootbound.journal.query import Found
 from rootbound.journal.recovery import current_digest, settle
-from rootbound.journal.restore import located, move_back, put
+from rootbound.journal.restore import located, move_back, put, remove_made_folders
 from rootbound.journal.store import Store
 
 __all__ = ["Outcome", "Report", "undo"]
@@ -334,7 +334,10 @@ def _act(step: _Step, locs: dict[tuple[str, str], Located], root_fds: Mapping[st
                        "(written to after it was stored); nothing was changed")
     except OSError as exc:
         return Outcome(step.entry.id, shown, "refused", f"could not restore it: {exc.strerror}")
+    for p in step.paths:
+        remove_made_folders(root_fds[p.root_path], p.before.get("made_folders", []))
     return Outcome(step.entry.id, shown, action)
+
 
 
 def _mark(journal: Journal, steps: list[_Step], undone: list[str], undo_id: str) -> None:
