@@ -351,6 +351,19 @@ async def test_e2e057_doublestar(server: Harness, workspace: Path) -> None:
     assert paths(below) == ["src/pkg/b.go"]
 
 
+@pytest.mark.parametrize("name", ["*.go", "?.go", "*", ".*", "a*", "*.go*", "e.go"])
+async def test_doublestar_name_globs_match_as_path_globs_do(server: Harness, workspace: Path, name: str) -> None:
+    # "**/<name>" is decided by the name alone; "{**/<name>,none}" (braces) still goes through the path regex.
+    # Both must find the same entries: hidden ones, folders, links, dotted and newline names, at every depth.
+    for rel in ("a.go", ".h/e.go", "x/y/.go", "x/b.go", "x/y/z/c.gox", "dir.go/f.txt", "n\nl.go"):
+        (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / rel).write_text("x")
+    os.symlink("a.go", workspace / "x" / "l.go")
+    by_name = await server.ok("glob", root="workspace", pattern=f"**/{name}", max_results=1000)
+    by_path = await server.ok("glob", root="workspace", pattern=f"{{**/{name},none}}", max_results=1000)
+    assert by_name["matches"] == by_path["matches"] and by_name["total_matches"] > 0
+
+
 async def test_e2e058_type_filter(server: Harness, workspace: Path) -> None:
     (workspace / "dir").mkdir()
     (workspace / "file.txt").write_text("x")
