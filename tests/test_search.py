@@ -585,6 +585,28 @@ async def test_many_batches_give_the_same_answer_both_ways(server: Harness, work
     assert answers["on"]["matches"][-1]["file"] == "odd\\xff.txt"
 
 
+async def test_batches_spanning_many_small_folders_give_the_same_answer_both_ways(
+        server: Harness, workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A batch carries up to MAX_DIRS folders' handles: 60 folders of two files make batches of several
+    # folders each, and each file must come back under its own folder, in walk order, every handle closed.
+    for d in range(60):
+        (workspace / f"d{d:02}" / "e").mkdir(parents=True)
+        (workspace / f"d{d:02}" / "a.txt").write_text(f"hit a {d}\n")
+        (workspace / f"d{d:02}" / "e" / "b.txt").write_text(f"no\nhit b {d}\n")
+    answers = {}
+    for mode in ("off", "on"):
+        monkeypatch.setenv("ROOTBOUND_GREP_HELPER", mode)
+        if mode == "on":
+            helper_ready(server)
+        before = open_fds()
+        answers[mode] = await server.ok("grep", root="workspace", pattern="hit", max_results=10_000)
+        assert open_fds() == before
+    assert answers["on"] == answers["off"]
+    assert lines(answers["on"])[:3] == [("d00/a.txt", 1), ("d00/e/b.txt", 2), ("d01/a.txt", 1)]
+    assert [m["line_content"] for m in answers["on"]["matches"]][-1] == "hit b 59"
+    assert answers["on"]["total_matches"] == 120
+
+
 async def test_helper_dying_mid_search_loses_nothing(server: Harness, workspace: Path, grep_mode: str,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     for i in range(400):
