@@ -189,6 +189,10 @@ async def test_alternation_uses_prefilter_and_stays_exact(server: Harness, works
     assert [m["line_number"] for m in ci["matches"]] == [1, 3]
     inline = await server.ok("grep", root="workspace", pattern=r"(?i)\bfixme\b")
     assert [m["line_number"] for m in inline["matches"]] == [3]
+    # The literals are looked for together, as one alternation: their own metacharacters stay literal.
+    (workspace / "b.py").write_text("axb\na.b\ncc+d\ncd\n(?x\n")
+    meta = await server.ok("grep", root="workspace", pattern=r"a\.b|c\+d", path="b.py")
+    assert [m["line_number"] for m in meta["matches"]] == [2, 3]
 
 
 async def test_grep_a_subdirectory_or_a_single_file(server: Harness, workspace: Path) -> None:
