@@ -188,6 +188,15 @@ def _enter(fd: int, de: os.DirEntry[str], entry: Entry, strict: bool) -> int:
     return sub
 
 
+def _sub_listing(sub: int, entry: Entry, strict: bool) -> list[os.DirEntry[str]]:
+    try:
+        return _listing(sub, strict)
+    except OSError as exc:
+        if strict:
+            raise TreeError(entry.path, exc) from None
+        raise
+
+
 def _never() -> bool:
     return False
 
@@ -239,17 +248,15 @@ def walk(top_fd: int, *, max_depth: int | None = None, expired: Callable[[], boo
                     yield entry
                     continue
                 frames.append((sub, entry.path + "/", depth + 1, iter(())))  # held by the frames from now on
-                try:
-                    listing = _listing(sub, strict)
-                except OSError as exc:
-                    if strict:
-                        raise TreeError(entry.path, exc) from None
-                    raise
+                listing = None
                 if ignores is not None:
                     # Left when its frame is popped. Its ignore files are read only if listed: most folders
                     # have none, and three failed opens per folder were a tenth of a search's time.
+                    listing = _sub_listing(sub, entry, strict)
                     ignores.enter(sub, entry.path + "/", _lister(listing))
                 yield entry
+                if listing is None:  # listed once the entry is yielded, as ever, when no rules need it before
+                    listing = _sub_listing(sub, entry, strict)
                 frames[-1] = (sub, entry.path + "/", depth + 1, iter(listing))
                 break
             else:
