@@ -117,17 +117,11 @@ class Prefilter:
     def __init__(self, literals: list[str], ignore_case: bool) -> None:
         re2 = _re2()
         options = re2.Options()
+        options.literal = True
         options.log_errors = False
         options.case_sensitive = not ignore_case
-        if len(literals) == 1:
-            options.literal = True
-            source = literals[0].encode("utf-8")
-        else:
-            # One alternation of the literals: one pass over a file instead of one per literal (RE2's DFA finds
-            # the leftmost occurrence of any of them).
-            source = "|".join(_META.sub(r"\\\1", lit) for lit in literals).encode("utf-8")
-        self._finders = [re2.compile(source, options)._regexp.Match]
-        self._next = [-2]
+        self._finders = [re2.compile(lit.encode("utf-8"), options)._regexp.Match for lit in literals]
+        self._next = [-2] * len(literals)
 
     @classmethod
     def for_pattern(cls, pattern: str, case_insensitive: bool) -> Prefilter | None:
