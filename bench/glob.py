@@ -1,4 +1,4 @@
-"""glob '**/*.py' through an MCP client call vs a bare os.walk + fnmatch, on the stdlib corpora.
+"""glob '**/*.py' through an MCP client call vs `rg --files` and a bare os.walk + fnmatch, on the stdlib corpora.
 
     .venv/bin/python bench/glob.py [--runs N] [--keep DIR]
 
@@ -7,20 +7,24 @@ Same corpora as bench/grep.py. The baseline is the least a Python program can do
 stat, no result building. glob does more — every directory opened beneath its
 parent's handle, every match stat'ed for size and modified_at, results sorted,
 serialized and validated by the client — so this shows what that costs. The
-numbers of files found must agree.
+numbers of files found must agree. The target (issue 18) is at most 2x `rg --files -g '*.py'`
+(PyPI ripgrep==14.1.0: no ignore files, hidden files included, no symlinks followed), in the same run.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
 from _corpus import corpus_main
-from _util import checked, measure, print_table, served
+from _util import checked, measure, print_table, served, verdict
+from grep import rg_binary
 
 PATTERN = "**/*.py"
+TARGET = 2.0
 
 
 def baseline(root: Path) -> list[str]:
@@ -32,7 +36,9 @@ def baseline(root: Path) -> list[str]:
     return found
 
 
-async def bench(corpora: dict[str, Path], runs: int) -> None:
+async def bench(corpora: dict[str, Path], runs: int) -> bool:
+    rg = rg_binary()
+    met = True
     for label, corpus in corpora.items():
         async with served(corpus, "corpus") as (_, client):
             counts: dict[str, int] = {}
@@ -47,9 +53,19 @@ async def bench(corpora: dict[str, Path], runs: int) -> None:
             def theirs(corpus: Path = corpus, counts: dict[str, int] = counts) -> None:
                 counts["walk"] = len(baseline(corpus))
 
-            samples = await measure({"glob (MCP call)": ours, "os.walk+fnmatch": theirs}, runs)
-            assert counts["glob"] == counts["walk"], counts
-            print_table(f"{label}, glob {PATTERN!r}: {counts['walk']} files", samples, "os.walk+fnmatch")
+            def rg_files(corpus: Path = corpus, counts: dict[str, int] = counts) -> None:
+                out = subprocess.run([rg, "--no-config", "--no-ignore", "--hidden", "--no-messages", "--files",
+                                      "-g", "*.py", "."], cwd=corpus, capture_output=True, check=False).stdout
+                counts["rg"] = out.count(b"\n")
+
+            samples = await measure({"glob (MCP call)": ours, "rg --files": rg_files, "os.walk+fnmatch": theirs},
+                                    runs)
+            assert counts["glob"] == counts["walk"] == counts["rg"], counts
+            medians = print_table(f"{label}, glob {PATTERN!r}: {counts['walk']} files", samples, "rg --files")
+            ratio = medians["glob (MCP call)"] / medians["rg --files"]
+            verdict(f"<= {TARGET}x rg --files", ratio <= TARGET, f"{ratio:.2f}x")
+            met &= ratio <= TARGET
+    return met
 
 
 if __name__ == "__main__":

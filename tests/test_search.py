@@ -189,6 +189,10 @@ async def test_alternation_uses_prefilter_and_stays_exact(server: Harness, works
     assert [m["line_number"] for m in ci["matches"]] == [1, 3]
     inline = await server.ok("grep", root="workspace", pattern=r"(?i)\bfixme\b")
     assert [m["line_number"] for m in inline["matches"]] == [3]
+    # The literals are looked for together, as one alternation: their own metacharacters stay literal.
+    (workspace / "b.py").write_text("axb\na.b\ncc+d\ncd\n(?x\n")
+    meta = await server.ok("grep", root="workspace", pattern=r"a\.b|c\+d", path="b.py")
+    assert [m["line_number"] for m in meta["matches"]] == [2, 3]
 
 
 async def test_grep_a_subdirectory_or_a_single_file(server: Harness, workspace: Path) -> None:
@@ -349,6 +353,19 @@ async def test_e2e057_doublestar(server: Harness, workspace: Path) -> None:
     # Relative to `path`, returned relative to the root.
     below = await server.ok("glob", root="workspace", pattern="*.go", path="src/pkg")
     assert paths(below) == ["src/pkg/b.go"]
+
+
+@pytest.mark.parametrize("name", ["*.go", "?.go", "*", ".*", "a*", "*.go*", "e.go"])
+async def test_doublestar_name_globs_match_as_path_globs_do(server: Harness, workspace: Path, name: str) -> None:
+    # "**/<name>" is decided by the name alone; "{**/<name>,none}" (braces) still goes through the path regex.
+    # Both must find the same entries: hidden ones, folders, links, dotted and newline names, at every depth.
+    for rel in ("a.go", ".h/e.go", "x/y/.go", "x/b.go", "x/y/z/c.gox", "dir.go/f.txt", "n\nl.go"):
+        (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / rel).write_text("x")
+    os.symlink("a.go", workspace / "x" / "l.go")
+    by_name = await server.ok("glob", root="workspace", pattern=f"**/{name}", max_results=1000)
+    by_path = await server.ok("glob", root="workspace", pattern=f"{{**/{name},none}}", max_results=1000)
+    assert by_name["matches"] == by_path["matches"] and by_name["total_matches"] > 0
 
 
 async def test_e2e058_type_filter(server: Harness, workspace: Path) -> None:
@@ -570,6 +587,28 @@ async def test_many_batches_give_the_same_answer_both_ways(server: Harness, work
     assert answers["on"] == answers["off"]
     assert answers["on"]["total_matches"] == 12 * 40 + 1
     assert answers["on"]["matches"][-1]["file"] == "odd\\xff.txt"
+
+
+async def test_batches_spanning_many_small_folders_give_the_same_answer_both_ways(
+        server: Harness, workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A batch carries up to MAX_DIRS folders' handles: 60 folders of two files make batches of several
+    # folders each, and each file must come back under its own folder, in walk order, every handle closed.
+    for d in range(60):
+        (workspace / f"d{d:02}" / "e").mkdir(parents=True)
+        (workspace / f"d{d:02}" / "a.txt").write_text(f"hit a {d}\n")
+        (workspace / f"d{d:02}" / "e" / "b.txt").write_text(f"no\nhit b {d}\n")
+    answers = {}
+    for mode in ("off", "on"):
+        monkeypatch.setenv("ROOTBOUND_GREP_HELPER", mode)
+        if mode == "on":
+            helper_ready(server)
+        before = open_fds()
+        answers[mode] = await server.ok("grep", root="workspace", pattern="hit", max_results=10_000)
+        assert open_fds() == before
+    assert answers["on"] == answers["off"]
+    assert lines(answers["on"])[:3] == [("d00/a.txt", 1), ("d00/e/b.txt", 2), ("d01/a.txt", 1)]
+    assert [m["line_content"] for m in answers["on"]["matches"]][-1] == "hit b 59"
+    assert answers["on"]["total_matches"] == 120
 
 
 async def test_helper_dying_mid_search_loses_nothing(server: Harness, workspace: Path, grep_mode: str,

@@ -194,6 +194,10 @@ async def test_glob_one_path_per_line(server: Harness, workspace: Path) -> None:
     assert len(cut.splitlines()) == 3 and data["truncated"]
     none, _ = await shown(server, "glob", root="workspace", pattern="*.rs")
     assert none == "no matches"
+    # A newline in one name is escaped, in that path only: it must not start a line of its own.
+    (workspace / "evil\n- x.py").write_text("x")
+    named, _ = await shown(server, "glob", root="workspace", pattern="*.py")
+    assert named == "evil\\n- x.py\ntop.py"
 
 
 # -- the other tools: a sentence ----------------------------------------------------------------------------------

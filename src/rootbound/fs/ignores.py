@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 from rootbound.errors import PathError
@@ -82,10 +83,11 @@ def _spec(data: bytes) -> Spec | None:
     return spec if len(spec) else None
 
 
-def _specs(dir_fd: int) -> _Specs:
+def _specs(dir_fd: int, listed: Callable[[str], bool] | None = None) -> _Specs:
+    """The rules of the directory `dir_fd`; `listed` (its listing) spares the opens of files it does not hold."""
     found: list[Spec | None] = []
     for names in _FILES:
-        data = _read(dir_fd, names)
+        data = _read(dir_fd, names) if listed is None or listed(names[0]) else None
         found.append(_spec(data) if data else None)
     return found[0], found[1], found[2]
 
@@ -125,9 +127,10 @@ class Ignores:
         rules._levels = list(rules._active)
         return rules
 
-    def enter(self, dir_fd: int, prefix: str) -> None:
-        """The walk entered the directory `dir_fd`, at `prefix` ("" or "a/b/") below its start."""
-        specs = _specs(dir_fd)
+    def enter(self, dir_fd: int, prefix: str, listed: Callable[[str], bool] | None = None) -> None:
+        """The walk entered the directory `dir_fd`, at `prefix` ("" or "a/b/") below its start; `listed` says
+        whether a name is in the directory's listing."""
+        specs = _specs(dir_fd, listed)
         level = _Level(len(prefix), "", specs)
         self._levels.append(level)
         if specs != _NONE:

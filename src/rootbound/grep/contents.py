@@ -24,7 +24,9 @@ from rootbound.fs.trees import FILE, Entry, walk
 from rootbound.grep.clock import Clock
 from rootbound.grep.helper import (
     BATCH,
+    MAX_DIRS,
     FileRows,
+    Group,
     HelperGone,
     HitRow,
     Job,
@@ -122,34 +124,43 @@ def _file_filter(glob: str | None) -> Callable[[Entry], bool] | None:
     return lambda e: by_name(e.name) is not None
 
 
-Batch = tuple[int, str, list[str]]  # a handle on the directory (ours to close), its path prefix, file names
+Batch = tuple[list[int], list[Group]]  # a handle on each folder (ours to close), and its group of files
 
 
 def _batches(entries: Iterator[Entry], keep: Callable[[Entry], bool] | None) -> Iterator[Batch]:
-    """Group the walk's files by directory, at most BATCH a group, each with its own handle on the directory.
+    """Group the walk's files by directory, each group with its own handle on its directory, and the groups
+    into batches of at most BATCH files and MAX_DIRS folders.
 
     The handle is duplicated when a group starts, while the walk still holds the directory open: the
-    group may be searched after the walk has moved on and closed its own handle.
+    batch may be searched after the walk has moved on and closed its own handle.
     """
+    fds: list[int] = []
+    groups: list[Group] = []
     names: list[str] = []
-    parent, dup = "", -1
+    files = 0
+    parent = ""
     try:
         for entry in entries:
             if entry.kind != FILE or (keep is not None and not keep(entry)):
                 continue
-            if entry.parent != parent or len(names) >= BATCH or dup < 0:
-                if names:
-                    batch, dup = (dup, parent, names), -1
+            if files >= BATCH:
+                batch, fds, groups, files = (fds, groups), [], [], 0
+                yield batch
+            if not groups or entry.parent != parent:
+                if len(groups) >= MAX_DIRS:
+                    batch, fds, groups, files = (fds, groups), [], [], 0
                     yield batch
                 parent, names = entry.parent, []
-                dup = os.dup(entry.dir_fd)
+                fds.append(os.dup(entry.dir_fd))
+                groups.append((parent, names))
             names.append(entry.name)
-        if names:
-            batch, dup = (dup, parent, names), -1
+            files += 1
+        if groups:
+            batch, fds, groups = (fds, groups), [], []
             yield batch
     finally:
-        if dup >= 0:
-            os.close(dup)
+        for fd in fds:
+            os.close(fd)
 
 
 class Grep:
@@ -185,26 +196,30 @@ class Grep:
         """Search the walk's files, sharing batches with the helper process when it is free."""
         scanner, clock = self.scanner, self.clock
         helper = reserved = shared.acquire() if shared is not None else None
-        done: dict[int, tuple[str, list[FileRows], bool]] = {}
-        sent: dict[int, tuple[int, str, list[str]]] = {}
+        done: dict[int, tuple[list[FileRows], bool]] = {}
+        sent: dict[int, Batch] = {}
         folded = 0
 
         def fold() -> None:
             nonlocal folded
             while folded in done and not answer.full:
-                parent, found, over = done.pop(folded)
+                found, over = done.pop(folded)
                 for name, rows in found:
-                    answer.take(prefix + parent + name, rows)
+                    answer.take(prefix + name, rows)
                 answer.over_budget |= over  # it stopped short of its limit to keep within the output budget
                 folded += 1
 
-        def here(batch_id: int, fd: int, parent: str, names: list[str]) -> None:
+        def close(fds: list[int]) -> None:
+            for fd in fds:
+                os.close(fd)
+
+        def here(batch_id: int, fds: list[int], groups: list[Group]) -> None:
             try:
-                found, timed_out, over = search_batch(scanner, fd, names, answer.want - len(answer.matches),
+                found, timed_out, over = search_batch(scanner, fds, groups, answer.want - len(answer.matches),
                                                       answer.budget)
             finally:
-                os.close(fd)
-            done[batch_id] = (parent, found, over)
+                close(fds)
+            done[batch_id] = (found, over)
             answer.timed_out |= timed_out
 
         def arrived(wait: float) -> None:
@@ -216,27 +231,25 @@ class Grep:
                 helper.outstanding = 0
                 helper = None
                 for batch_id in sorted(sent):
-                    fd, parent, names = sent.pop(batch_id)
-                    here(batch_id, fd, parent, names)
+                    here(batch_id, *sent.pop(batch_id))
                 return
             for batch_id, found, timed_out, over in replies:
-                fd, parent, _ = sent.pop(batch_id)
-                os.close(fd)
-                done[batch_id] = (parent, found, over)
+                close(sent.pop(batch_id)[0])
+                done[batch_id] = (found, over)
                 answer.timed_out |= timed_out
 
         try:
-            for batch_id, (fd, parent, names) in enumerate(_batches(entries, self.keep)):
+            for batch_id, (fds, groups) in enumerate(_batches(entries, self.keep)):
                 if helper is not None and helper.alive and helper.outstanding < 4:
-                    sent[batch_id] = (fd, parent, names)
+                    sent[batch_id] = (fds, groups)
                     try:
-                        helper.send(batch_id, job, fd, names, answer.budget)
+                        helper.send(batch_id, job, fds, groups, answer.budget)
                     except HelperGone:
                         del sent[batch_id]
                         arrived(0)  # takes back what it had
-                        here(batch_id, fd, parent, names)
+                        here(batch_id, fds, groups)
                 else:
-                    here(batch_id, fd, parent, names)
+                    here(batch_id, fds, groups)
                 if sent:
                     arrived(0)
                 fold()
@@ -248,6 +261,6 @@ class Grep:
         finally:
             if reserved is not None:
                 reserved.release()
-            for fd, _, _ in sent.values():
-                os.close(fd)
+            for fds, _ in sent.values():
+                close(fds)
         fold()

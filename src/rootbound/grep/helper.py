@@ -12,7 +12,7 @@ exactly what the main process does (`fs.trees.open_file`). Names come from the
 main process's walk; the helper cannot name anything the walk did not list.
 
 The protocol is small and private: each message is a 4-byte length and a
-`marshal`led tuple; a batch carries one directory handle. A shared memory page
+`marshal`led tuple; a batch carries one directory handle per folder it spans. A shared memory page
 holds one cancel byte per slot, so a call that ends (cancelled, timed out,
 enough results) stops the helper's work on it at the next file or 1 MiB block.
 The helper exits when its socket closes (the server went away) or the thread
@@ -51,10 +51,12 @@ from typing import Any, Final
 from rootbound.fs.trees import open_file
 from rootbound.grep.scanner import LineSearch, Prefilter, compile_regex
 
-__all__ = ["BATCH", "FileRows", "Helper", "HelperGone", "HitRow", "Job", "SharedHelper", "found_rows", "make_scanner",
-           "search_batch"]
+__all__ = ["BATCH", "MAX_DIRS", "FileRows", "Group", "Helper", "HelperGone", "HitRow", "Job", "SharedHelper",
+           "found_rows", "make_scanner", "search_batch"]
 
 BATCH: Final = 64  # files per batch: small enough to balance, big enough to amortize a message
+# Folders per batch: most folders hold a few files, and a message per folder cost more than their search.
+MAX_DIRS: Final = 16
 _SLOTS: Final = 4096
 _MAX_STARTS: Final = 3
 _HEADER: Final = struct.Struct("!I")
@@ -62,6 +64,7 @@ _HEADER: Final = struct.Struct("!I")
 HitRow = tuple[int, str, list[str], list[str]]
 FileRows = tuple[str, list[HitRow]]
 Job = tuple[str, bool, int, int, float]  # pattern, case_insensitive, context, limit, deadline (monotonic)
+Group = tuple[str, list[str]]  # a folder's path prefix ("a/b/") and the names of its files to search
 Reply = tuple[int, list[FileRows], bool, bool]  # batch id and its BatchResult
 
 
@@ -72,30 +75,35 @@ def found_rows(name: str, hits: list[Any]) -> FileRows:
 BatchResult = tuple[list[FileRows], bool, bool]  # files with hits, timed out?, output budget spent?
 
 
-def search_batch(scanner: LineSearch, dir_fd: int, names: list[str], limit: int, budget: int) -> BatchResult:
-    """Search `names` beneath `dir_fd` for at most `limit` hits and `budget` bytes. Used on both sides."""
+def search_batch(scanner: LineSearch, dir_fds: list[int], groups: list[Group], limit: int,
+                 budget: int) -> BatchResult:
+    """Search each group's names beneath its folder's handle (`dir_fds`, one per group), in order, for at most
+    `limit` hits and `budget` bytes; files are named by their group's prefix and name. Used on both sides."""
     found: list[FileRows] = []
     total = 0
     scanner.over_budget = False
-    for i, name in enumerate(names):
-        if i % 16 == 15 and scanner.expired():
-            return found, True, False
-        opened = open_file(dir_fd, name)
-        if opened is None:
-            continue
-        fd, st = opened
-        try:
-            hits = scanner.search(fd, st.st_size, limit - total, budget)
-        finally:
-            os.close(fd)
-        if hits:
-            found.append(found_rows(name, hits))
-            total += len(hits)
-            budget = scanner.budget_left
-            if total >= limit or scanner.over_budget:
-                break
-        if scanner.timed_out:
-            return found, True, scanner.over_budget
+    i = 0
+    for dir_fd, (parent, names) in zip(dir_fds, groups, strict=True):
+        for name in names:
+            i += 1
+            if i % 16 == 0 and scanner.expired():
+                return found, True, False
+            opened = open_file(dir_fd, name)
+            if opened is None:
+                continue
+            fd, st = opened
+            try:
+                hits = scanner.search(fd, st.st_size, limit - total, budget)
+            finally:
+                os.close(fd)
+            if hits:
+                found.append(found_rows(parent + name, hits))
+                total += len(hits)
+                budget = scanner.budget_left
+                if total >= limit or scanner.over_budget:
+                    return found, False, scanner.over_budget
+            if scanner.timed_out:
+                return found, True, scanner.over_budget
     return found, False, scanner.over_budget
 
 
@@ -238,10 +246,10 @@ class Helper:
             self._proc.kill()
             self._proc.wait(1)
 
-    def send(self, batch_id: int, job: Job, dir_fd: int, names: list[str], budget: int) -> None:
-        payload = marshal.dumps((batch_id, self._slot, job, names, budget))
+    def send(self, batch_id: int, job: Job, dir_fds: list[int], groups: list[Group], budget: int) -> None:
+        payload = marshal.dumps((batch_id, self._slot, job, groups, budget))
         try:
-            socket.send_fds(self._sock, [_HEADER.pack(len(payload)) + payload], [dir_fd])
+            socket.send_fds(self._sock, [_HEADER.pack(len(payload)) + payload], dir_fds)
         except OSError:
             self.alive = False
             raise HelperGone() from None
@@ -337,7 +345,7 @@ class SharedHelper:
 def _recv_exact(sock: socket.socket, n: int, want_fd: bool) -> tuple[bytes, list[int]]:
     data, fds = b"", list[int]()
     if want_fd:
-        data, fds, _, _ = socket.recv_fds(sock, n, 1)
+        data, fds, _, _ = socket.recv_fds(sock, n, MAX_DIRS)
         if not data:
             return b"", []
     while len(data) < n:
@@ -359,7 +367,12 @@ def serve(sock: socket.socket, flags: mmap.mmap) -> None:
         payload, _ = _recv_exact(sock, _HEADER.unpack(header)[0], want_fd=False)
         if not fds or not payload:
             return
-        batch_id, slot, (pattern, ci, context, limit, deadline), names, budget = marshal.loads(payload)
+        batch_id, slot, (pattern, ci, context, limit, deadline), groups, budget = marshal.loads(payload)
+        groups = [(parent, names) for parent, names in groups]
+        if len(groups) != len(fds):
+            for fd in fds:
+                os.close(fd)
+            return  # not what the server sends: stop, and let it search without us
         key = (pattern, ci, context)
         scanner = scanners.get(key)
         if scanner is None:
@@ -373,9 +386,10 @@ def serve(sock: socket.socket, flags: mmap.mmap) -> None:
         scanner.expired = expired
         scanner.timed_out = False
         try:
-            found, timed_out, over = search_batch(scanner, fds[0], names, limit, budget)
+            found, timed_out, over = search_batch(scanner, fds, groups, limit, budget)
         finally:
-            os.close(fds[0])
+            for fd in fds:
+                os.close(fd)
         reply = marshal.dumps((batch_id, found, timed_out, over))
         sock.sendall(_HEADER.pack(len(reply)) + reply)
 

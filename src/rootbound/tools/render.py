@@ -190,7 +190,10 @@ def _by_file(matches: Iterable[Data]) -> Iterable[tuple[str, list[Data]]]:
 
 def glob_paths(data: Data, *, max_results: int) -> str:
     """glob: one path per line, directories with a trailing /."""
-    out = [_plain(m["path"]) + ("/" if m["type"] == "directory" else "") for m in data["matches"]]
+    matches = data["matches"]
+    # One check for control characters in all the paths, not one per path ("/" is not one).
+    escape = _CONTROL.search("/".join([m["path"] for m in matches])) is not None
+    out = [(_plain(m["path"]) if escape else m["path"]) + ("/" if m["type"] == "directory" else "") for m in matches]
     if data["truncated"]:
         out.append(f"[stopped at max_results={max_results:,}; more paths match: narrow path or pattern, or raise "
                    "max_results]")
