@@ -28,6 +28,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import ListRootsResult, Root
 
 from tests.conftest import RootsClient
+from tests.live import running
 
 pytestmark = pytest.mark.anyio
 
@@ -296,29 +297,15 @@ async def test_sigterm_lets_the_server_stop_and_kills_running_commands(tmp_path:
         async with anyio.create_task_group() as tg:
             tg.start_soon(call)
             with anyio.fail_after(20):
-                while not _running(marker):
+                while not running(marker):
                     await anyio.sleep(0.05)
             base.proc.send_signal(signal.SIGTERM)
             with anyio.fail_after(30):
                 while base.proc.poll() is None:
                     await anyio.sleep(0.05)
     with anyio.fail_after(10):
-        while _running(marker):
+        while running(marker):
             await anyio.sleep(0.05)
-
-
-def _running(needle: str) -> bool:
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                args = f.read().split(b"\0")
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if needle.encode() in args and state not in (b"Z", b"X"):
-            return True
-    return False
 
 
 # -- command output belongs to the connection that produced it ---------------------------------------------------

@@ -35,13 +35,17 @@ class RootSet(Mapping[str, Root]):
     def __len__(self) -> int:
         return len(self._roots)
 
-    def place(self, name: str | None, path: str, tool: str, default: str | None = None) -> tuple[str | None, str]:
+    def place(self, name: str | None, path: str | None, tool: str,
+              default: str | None = None) -> tuple[str | None, str | None]:
         """Which root an agent's `(root, path)` means, and the path relative to it.
 
         A path is root-relative; an absolute host path that lies inside the root (`Root.host_relative`)
         is taken relative to it. With no root named, such a path picks the root it lies in (one that
         allows `tool`, the default one, then the deepest), else `default` (or the set's default) serves.
-        Only the spelling is decided here: the rest is still resolved beneath the root's handle."""
+        Only the spelling is decided here: the rest is still resolved beneath the root's handle. An optional
+        path left out (None) names no place: only the root is decided."""
+        if path is None:
+            return (name if name is not None else default if default is not None else self.default), None
         if name is not None:
             root = self._roots.get(name)
             rel = root.host_relative(path) if root is not None else None

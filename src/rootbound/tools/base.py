@@ -355,12 +355,6 @@ def _placed(args: Args, roots: RootSet, tool: str) -> Args:
         if root_field not in type(args).model_fields or path_field not in type(args).model_fields:
             continue
         name, path = getattr(args, root_field), getattr(args, path_field)
-        if path is None:  # an optional path left out (history's filter): only the root is placed
-            placed, _ = roots.place(name, "", tool, default=first)
-            first = first if first is not None else placed
-            if placed != name:
-                updates[root_field] = placed
-            continue
         placed, rel = roots.place(name, path, tool, default=first)
         first = first if first is not None else placed
         if placed != name or rel != path:

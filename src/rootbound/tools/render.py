@@ -169,11 +169,7 @@ def grep_matches(data: Data, *, max_results: int, context: bool) -> str:
             sep, line = lines[n]
             out.append(f"{n}{sep}{line}")
             previous = n
-    if data["truncated"]:
-        out.append(f"[stopped at max_results={max_results:,}; more matches exist: narrow path, pattern or "
-                   "glob_filter, or raise max_results]")
-    elif data["timed_out"]:
-        out.append("[timed out (timeout_seconds): these are the matches found before; search a narrower path]")
+    out += _stopped(data, max_results, "matches exist", "path, pattern or glob_filter", "matches")
     return "\n".join(out) if out else "no matches"
 
 
@@ -194,12 +190,17 @@ def glob_paths(data: Data, *, max_results: int) -> str:
     # One check for control characters in all the paths, not one per path ("/" is not one).
     escape = _CONTROL.search("/".join([m["path"] for m in matches])) is not None
     out = [(_plain(m["path"]) if escape else m["path"]) + ("/" if m["type"] == "directory" else "") for m in matches]
-    if data["truncated"]:
-        out.append(f"[stopped at max_results={max_results:,}; more paths match: narrow path or pattern, or raise "
-                   "max_results]")
-    elif data["timed_out"]:
-        out.append("[timed out (timeout_seconds): these are the paths found before; search a narrower path]")
+    out += _stopped(data, max_results, "paths match", "path or pattern", "paths")
     return "\n".join(out) if out else "no matches"
+
+
+def _stopped(data: Data, max_results: int, more: str, narrow: str, found: str) -> list[str]:
+    """A search's last line when it stopped early: at max_results, or at its timeout."""
+    if data["truncated"]:
+        return [f"[stopped at max_results={max_results:,}; more {more}: narrow {narrow}, or raise max_results]"]
+    if data["timed_out"]:
+        return [f"[timed out (timeout_seconds): these are the {found} found before; search a narrower path]"]
+    return []
 
 
 # -- the other tools: one short sentence ------------------------------------------------------------------------
