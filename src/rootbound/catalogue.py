@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal
 
-__all__ = ["CATALOGUE", "COMMAND_TOOLS", "FILE_TOOLS", "JOURNAL_TOOLS", "RUNS", "SPILL_TOOLS", "WRITING_TOOLS", "Runs",
-           "Tool"]
+__all__ = ["CATALOGUE", "COMMAND_TOOLS", "FILE_TOOLS", "JOURNAL_TOOLS", "ON_LOOP", "RUNS", "SPILL_TOOLS",
+           "WRITING_TOOLS", "Runs", "Tool"]
 
 # Where a call runs (see tools/base.py):
 # inline       - no blocking work at all: on the event loop, no thread hop;
@@ -33,20 +33,23 @@ class Tool:
     runs: Runs
     writes: bool = False  # changes files: a root that allows it is writable for commands too
     spill: bool = False  # served on the read-only `command-output` root
+    # Read-only and quick: tried on the event loop first, run in a worker only when the core cannot vouch that it
+    # stays quick there (fs/onloop.py: a remote filesystem, a mount point on the way, a big file).
+    on_loop: bool = False
 
 
 CATALOGUE: Final[tuple[Tool, ...]] = (
     Tool("list_roots", "roots", "inline"),
     # The file tools, in seed 003's order (the order list_roots and error messages name them in).
     Tool("list_folder", "file", "quick", spill=True),
-    Tool("read_file", "file", "by_arguments", spill=True),
+    Tool("read_file", "file", "by_arguments", spill=True, on_loop=True),
     Tool("write_file", "file", "quick", writes=True),
     Tool("remove_file", "file", "quick", writes=True),
     Tool("patch_file", "file", "quick", writes=True),
     Tool("edit_file", "file", "quick", writes=True),
     Tool("create_folder", "file", "quick", writes=True),
     Tool("remove_folder", "file", "heavy", writes=True),
-    Tool("stat_file", "file", "quick", spill=True),
+    Tool("stat_file", "file", "quick", spill=True, on_loop=True),
     Tool("hash_file", "file", "heavy", spill=True),
     Tool("permissions_file", "file", "quick"),
     Tool("copy", "file", "heavy", writes=True),
@@ -68,3 +71,4 @@ SPILL_TOOLS: Final = tuple(t.name for t in CATALOGUE if t.spill)
 COMMAND_TOOLS: Final = tuple(t.name for t in CATALOGUE if t.family == "command")
 JOURNAL_TOOLS: Final = tuple(t.name for t in CATALOGUE if t.family == "journal")
 RUNS: Final = {t.name: t.runs for t in CATALOGUE}
+ON_LOOP: Final = frozenset(t.name for t in CATALOGUE if t.on_loop)

@@ -32,6 +32,7 @@ import stat
 from collections.abc import Callable, Sequence
 from typing import Final, NamedTuple
 
+from rootbound.fs import onloop
 from rootbound.fs.handles import lstat_or_none
 from rootbound.libc import syscall as _syscall
 
@@ -41,6 +42,7 @@ __all__ = ["DIRECTORY", "MAX_SYMLINKS", "RESOLVER", "EscapeError", "Located", "l
 _SYS_OPENAT2: Final = 437  # same number on x86_64 and aarch64
 _RESOLVE_NO_MAGICLINKS: Final = 0x02
 _RESOLVE_BENEATH: Final = 0x08
+_RESOLVE_NO_XDEV: Final = 0x01  # on the event loop: never enter another mount (onloop.py)
 MAX_SYMLINKS: Final = 40  # Linux's own limit for one lookup
 _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 DIRECTORY: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC  # a directory, reached through in-root symlinks
@@ -61,8 +63,9 @@ def _openat2(dirfd: int, parts: Sequence[str], flags: int, follow: bool, mode: i
     path = os.fsencode("/".join(parts) if parts else ".")
     if not follow:
         flags |= os.O_NOFOLLOW
+    on_loop = onloop.active()
     how = _OpenHow(flags | os.O_CLOEXEC, mode if flags & os.O_CREAT else 0,
-                   _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
+                   _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS | (_RESOLVE_NO_XDEV if on_loop else 0))
     while True:
         fd = _syscall(_SYS_OPENAT2, dirfd, path, ctypes.byref(how), ctypes.sizeof(how))
         if fd >= 0:
@@ -71,11 +74,15 @@ def _openat2(dirfd: int, parts: Sequence[str], flags: int, follow: bool, mode: i
         if err == errno.EAGAIN:  # a concurrent rename raced a `..` step: the kernel asks us to retry
             continue
         if err == errno.EXDEV:
+            if on_loop:  # a mount point, or an escape: the thread's resolution (without NO_XDEV) tells which
+                raise onloop.Offload
             raise EscapeError()
         raise OSError(err, os.strerror(err), "/".join(parts))
 
 
 def _walk(dirfd: int, parts: Sequence[str], flags: int, follow: bool, mode: int) -> int:
+    if onloop.active():  # component by component, a mount point is crossed unseen: never on the event loop
+        raise onloop.Offload
     pending = list(reversed(parts))  # a stack: next component on top
     stack: list[int] = []  # descriptors we opened; `dirfd` itself is borrowed
     links = 0

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from rootbound.catalogue import FILE_TOOLS
 from rootbound.errors import Failure, Kind, PathError
-from rootbound.fs import atomic, journaling, transfer, trees
+from rootbound.fs import atomic, journaling, onloop, transfer, trees
 from rootbound.fs.beneath import DIRECTORY, EscapeError, locate, locate_making, open_beneath, undo_dirs
 from rootbound.fs.bounds import checkpoint
 from rootbound.fs.content import digest, read_all, write_all
@@ -90,6 +90,7 @@ class Root:
         # "*": every file tool; the journal's tools (history, undo) only when named.
         self.allowed_tools = frozenset(FILE_TOOLS) | (tools - {"*"}) if "*" in tools else frozenset(tools)
         self._fd = fd
+        self.local = onloop.local_filesystem(fd)  # quick looks may run on the event loop (fs/onloop.py)
         # Reopened at `real_path` when its directory was removed or replaced and a directory is there again:
         # true for roots opened from a host path (`at`); a client root opened beneath an operator root, or the
         # server's own spill directory, is not.
@@ -156,6 +157,7 @@ class Root:
             os.close(fd)
         os.dup2(new, self._fd, inheritable=False)
         os.close(new)
+        self.local = onloop.local_filesystem(self._fd)
         log.warning("root reopened: its directory had been removed or replaced", extra={"root": self.name})
         return True
 
@@ -194,7 +196,13 @@ class Root:
 
     # -- looking ----------------------------------------------------------------------------------
 
+    def _on_loop_here(self) -> None:
+        """On the event loop, only a local filesystem is looked at (fs/onloop.py)."""
+        if not self.local and onloop.active():
+            raise onloop.Offload
+
     def _resolve(self, op: str, path: str, parts: list[str], flags: int, *, follow: bool = True) -> int:
+        self._on_loop_here()
         try:
             return open_beneath(self._fd, parts, flags, follow=follow)
         except OSError as exc:
@@ -219,6 +227,8 @@ class Root:
             if kind is Kinds.OTHER:
                 opened, probe = File(probe, st), -1
                 return opened
+            if kind is Kinds.FILE:
+                onloop.check_size(st.st_size)
             try:  # the inode the probe holds, not the path again
                 fd = os.open(f"/proc/self/fd/{probe}", os.O_RDONLY | os.O_CLOEXEC)
             except FileNotFoundError:  # no /proc (some containers): a non-blocking open is the next best
@@ -235,6 +245,7 @@ class Root:
                 os.close(probe)
 
     def _stat(self, parts: list[str]) -> os.stat_result:
+        self._on_loop_here()
         fd = open_beneath(self._fd, parts, os.O_PATH)
         try:
             return os.fstat(fd)
@@ -251,6 +262,16 @@ class Root:
     def lstat(self, path: str) -> os.stat_result:
         """Stat `path` without following a final symlink."""
         parts = split_path(path)
+        if onloop.active():  # the entry itself, opened with NO_XDEV: a mount point there is not entered
+            self._on_loop_here()
+            try:
+                fd = open_beneath(self._fd, parts, os.O_PATH, follow=False)
+            except OSError as exc:
+                raise path_error("lstat", path, exc) from None
+            try:
+                return os.fstat(fd)
+            finally:
+                os.close(fd)
         try:
             fd, _, _, st = locate(self._fd, parts, follow=False)
         except OSError as exc:
@@ -323,6 +344,8 @@ class Root:
         git's repositories, by the spelling given and by where the path really leads. OS errors in the
         block become `PathError`s for `path`.
         """
+        if onloop.active():  # changes never run on the event loop (fs/onloop.py)
+            raise onloop.Offload
         parts = split_path(path)
         guard.check("/".join(parts), path)
         made: list[list[str]] = []

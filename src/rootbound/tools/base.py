@@ -24,12 +24,12 @@ import anyio.to_thread
 from mcp.types import CallToolResult, TextContent, Tool, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 
-from rootbound.catalogue import RUNS
+from rootbound.catalogue import ON_LOOP, RUNS
 from rootbound.config import Config
 from rootbound.errors import Kind, ToolError
 from rootbound.execution.service import CommandHost
 from rootbound.execution.spill import SpillArea
-from rootbound.fs import RootSet, journaling
+from rootbound.fs import RootSet, journaling, onloop
 from rootbound.fs.bounds import CallBound, bounded
 from rootbound.grep.helper import SharedHelper
 from rootbound.logs import VALUE_LIMIT, caller_fields, log, log_tool_call, shorten
@@ -323,6 +323,8 @@ async def call_tool(spec: ToolSpec, ctx: CallContext, arguments: dict[str, Any] 
                 result = _shape(spec, args, await spec.handler(ctx, args))
             elif work == "inline":
                 result = _run_sync(spec, ctx, args)
+            elif work == "quick" and spec.name in ON_LOOP:
+                result = await _on_loop_first(spec, ctx, args, path)
             else:
                 result = await _in_worker(spec, ctx, args, work, path)
             if result.is_error:
@@ -368,6 +370,17 @@ def _work(spec: ToolSpec, args: Args) -> Work:
         assert spec.work is not None, f"{spec.name} runs by its arguments but has no work chooser"
         return spec.work(args)
     return "quick" if runs == "async" else runs
+
+
+async def _on_loop_first(spec: ToolSpec, ctx: CallContext, args: Args, where: str | None) -> CallToolResult:
+    """A read-only quick call, on the event loop when the core can vouch that it stays quick there (fs/onloop.py):
+    no hop to a thread and back, which costs more than the call. Else in a worker, as any quick call; nothing was
+    changed meanwhile, and nothing read is kept."""
+    try:
+        with onloop.on_loop():
+            return _run_sync(spec, ctx, args)
+    except onloop.Offload:
+        return await _in_worker(spec, ctx, args, "quick", where)
 
 
 async def _in_worker(spec: ToolSpec, ctx: CallContext, args: Args, work: Work, where: str | None) -> CallToolResult:

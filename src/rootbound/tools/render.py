@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import base64
 import mimetypes
+import operator
 import re
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -73,10 +75,26 @@ def file_read(data: Data, *, first_line: int, numbered: bool, at_start: bool) ->
     lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()  # the newline that ends the last line does not start another
-    out = "\n".join([f"{n:>6}\t{line}" for n, line in enumerate(lines, first_line)])
+    out = "\n".join(map(operator.add, _line_numbers(first_line, len(lines)), lines))
     if not text:
         out = "[empty file]" if data["size"] == 0 else ""
     return f"{out}\n{trailer}" if out and trailer else out or trailer
+
+
+_NUMBERS: list[str] = []  # "     1\t", "     2\t", ...: made once, as far as reads have needed
+_NUMBERS_KEPT = 20_000  # ~1 MB at most; further line numbers are made per call
+_numbers_lock = threading.Lock()  # reads run in worker threads too: one extends the list at a time
+
+
+def _line_numbers(first: int, count: int) -> list[str] | Iterable[str]:
+    """The `cat -n` prefixes of `count` lines from line `first` (a third of the time of formatting each)."""
+    last = first + count - 1
+    if last > _NUMBERS_KEPT:
+        return (f"{n:>6}\t" for n in range(first, last + 1))
+    if len(_NUMBERS) < last:
+        with _numbers_lock:
+            _NUMBERS.extend([f"{n:>6}\t" for n in range(len(_NUMBERS) + 1, last + 1)])
+    return _NUMBERS[first - 1:last]
 
 
 def _binary(data: Data, text: str, at_start: bool) -> str:

@@ -1,0 +1,100 @@
+"""Quick looks run on the event loop (fs/onloop.py): stat_file and small reads need no worker thread, so they
+answer even while every quick worker is busy; a big file, or a path through a mount point beneath the root
+(which could be NFS or FUSE, and hang), still goes to a worker."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from rootbound.fs import onloop
+from rootbound.tools.base import QUICK_THREADS
+
+from .conftest import Harness
+
+pytestmark = pytest.mark.anyio
+
+
+@contextlib.asynccontextmanager
+async def busy_workers(server: Harness) -> AsyncIterator[None]:
+    """Every quick worker slot taken, as by slow calls of other clients."""
+    holders = [object() for _ in range(QUICK_THREADS)]
+    for holder in holders:
+        await server.app.workers.quick.acquire_on_behalf_of(holder)
+    try:
+        yield
+    finally:
+        for holder in holders:
+            server.app.workers.quick.release_on_behalf_of(holder)
+
+
+async def test_stat_and_small_reads_answer_while_every_worker_is_busy(server: Harness, workspace: Path) -> None:
+    (workspace / "small.txt").write_text("one\ntwo\n")
+    async with busy_workers(server):
+        with anyio.fail_after(5):
+            assert (await server.ok("stat_file", path="small.txt"))["size"] == 8
+            read = await server.call("read_file", path="small.txt")
+            assert not read.is_error
+            assert read.content[0].text == "     1\tone\n     2\ttwo"  # type: ignore[union-attr]
+
+
+async def test_a_big_file_is_read_in_a_worker(server: Harness, workspace: Path) -> None:
+    body = "x" * 99 + "\n"
+    (workspace / "big.txt").write_text(body * (onloop.MAX_BYTES // len(body) + 1))
+    async with busy_workers(server):
+        with anyio.move_on_after(0.5) as waited:
+            await server.call("read_file", path="big.txt")
+        assert waited.cancelled_caught, "a file over MAX_BYTES was read on the event loop"
+    data = await server.ok("read_file", path="big.txt")  # and with a worker free, it is read whole
+    assert data["content"] == (workspace / "big.txt").read_text()
+
+
+@contextlib.contextmanager
+def mounted_tmpfs(where: Path) -> Iterator[None]:
+    where.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(where)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root with CAP_SYS_ADMIN): {done.stderr.decode().strip()}")
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=True)
+
+
+async def test_a_mount_point_beneath_the_root_is_never_entered_on_the_event_loop(server: Harness,
+                                                                               workspace: Path) -> None:
+    """A mount beneath the root could be a hung NFS or FUSE filesystem: calls that cross it run in a worker
+    (which may wait), never on the event loop (which would stall every client). Both still answer."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting needs root")
+    with mounted_tmpfs(workspace / "mnt"):
+        (workspace / "mnt" / "f.txt").write_text("on another filesystem\n")
+        (workspace / "mnt-link").symlink_to("mnt/f.txt")
+        async with busy_workers(server):
+            for tool, path in (("stat_file", "mnt/f.txt"), ("stat_file", "mnt"), ("read_file", "mnt/f.txt"),
+                               ("read_file", "mnt-link"), ("stat_file", "mnt-link")):
+                with anyio.move_on_after(0.3) as waited:
+                    await server.call(tool, path=path)
+                assert waited.cancelled_caught, f"{tool} {path} crossed a mount point on the event loop"
+        assert (await server.ok("read_file", path="mnt/f.txt"))["content"] == "on another filesystem\n"
+        assert (await server.ok("stat_file", path="mnt"))["type"] == "directory"
+        assert (await server.ok("stat_file", path="mnt-link"))["target"]["type"] == "file"
+
+
+async def test_escapes_are_refused_on_the_event_loop_as_in_a_worker(server: Harness, workspace: Path,
+                                                                    outside: Path) -> None:
+    """RESOLVE_NO_XDEV's EXDEV is not taken for an escape or an answer: the call goes to a worker, whose
+    resolution says what it is (here: an escape, refused with the usual error)."""
+    (workspace / "out").symlink_to(outside / "secret.txt")
+    for tool in ("stat_file", "read_file"):
+        text = await server.err(tool, path="../outside/secret.txt")
+        assert "OUTSIDE-SECRET" not in text and str(outside) not in text
+    text = await server.err("read_file", path="out")
+    assert "OUTSIDE-SECRET" not in text and str(outside) not in text
+    assert (await server.ok("stat_file", path="out"))["target"]["type"] == "external"
