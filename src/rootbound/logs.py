@@ -48,9 +48,19 @@ def caller_fields() -> Mapping[str, str]:
 
 
 class JsonFormatter(logging.Formatter):
+    _second: tuple[int, str] = (-1, "")  # the last second formatted, and its text: one line per call asks again
+
+    def _stamp(self, record: logging.LogRecord) -> str:
+        second, text = self._second
+        if second != int(record.created):
+            second = int(record.created)
+            text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+            self._second = (second, text)
+        return f"{text}.{int(record.msecs):03d}Z"
+
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "time": self._stamp(record),
             "level": record.levelname,
             "logger": record.name,
             "msg": shorten(record.getMessage(), 2 * VALUE_LIMIT),
@@ -114,6 +124,10 @@ class HumanFormatter(logging.Formatter):
 
 def configure_logging(level: str = "INFO", human: bool = False) -> None:
     """JSON lines for the server (log collectors read them); plain sentences for a person's commands."""
+    # The log line is written on every tool call's path: the record's caller, thread and process are never
+    # printed, so they are not looked up (the logging HOWTO's "Optimization"; finding the caller walks the stack).
+    logging._srcfile = None
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(HumanFormatter() if human else JsonFormatter())
     handler.addFilter(_ShutdownCancels())
