@@ -23,6 +23,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from mcp.server import Server, ServerRequestContext
+from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.context import CallNext, HandlerResult
 from mcp.types import (
@@ -36,6 +37,7 @@ from mcp.types import (
     Tool,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from opentelemetry import trace
 
 from rootbound import __version__
 from rootbound.config import Config
@@ -160,6 +162,9 @@ class App:
             on_list_tools=self._list_tools, on_call_tool=self._call_tool,
             get_tool_input_schema=self._input_schema,
         )
+        if not _tracing():  # the SDK's span per message is a no-op without a tracer, yet costs ~0.1 ms of CPU
+            self.server.middleware[:] = [m for m in self.server.middleware
+                                         if not isinstance(m, OpenTelemetryMiddleware)]
         self.server.middleware.append(self._roots_middleware)
 
     @property
@@ -316,6 +321,12 @@ class App:
             self.spill.close()
         if self.journal is not None:
             self.journal.close()
+
+
+def _tracing() -> bool:
+    """Whether OpenTelemetry traces go anywhere: a tracer provider was installed before the server started
+    (`opentelemetry-instrument rootbound ...`); without one the API hands out non-recording spans."""
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
 def _token_name() -> str | None:
