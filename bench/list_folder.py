@@ -8,6 +8,9 @@ Cases, timed in turns on a warm cache:
 - `server dispatch`: `App.call`, i.e. everything the server does per request: argument
   validation, the worker thread hop, the handler, the JSON text block, the log line.
 - `MCP client call`: an in-memory MCP client's `call_tool`, protocol layer included.
+- the stages of a reply after the handler, each alone: `shape` (structuredContent and the text block),
+  `wire` (the SDK's check of the result's shape, and the JSON line our stdio transport writes), and
+  `client parse` (that line into a message, as the SDK's stdio client does).
 Target (issue 2): server-side under 50 ms for 10,000 entries (the seed allows 1 s).
 """
 
@@ -20,9 +23,21 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from mcp.shared.message import SessionMessage
+from mcp.types import CallToolResult, JSONRPCResponse, jsonrpc_message_adapter
+from mcp_types.methods import serialize_server_result
 
 from _util import checked, measure, print_table, served, verdict
+from rootbound.server.app import _wire
+from rootbound.server.stdio import _encode
 from rootbound.tools import reading
+from rootbound.tools.base import _shape
+
+
+def wire_line(result: CallToolResult) -> bytes:
+    """The reply's line on stdio: the SDK's shape check (a 2025-11-25 session), then our transport's encoding."""
+    checked_result = serialize_server_result("tools/call", "2025-11-25", _wire(result))
+    return _encode(SessionMessage(message=JSONRPCResponse(jsonrpc="2.0", id=1, result=checked_result)))
 
 
 def scandir_baseline(path: Path) -> list[tuple[str, os.stat_result]]:
@@ -52,13 +67,20 @@ async def main(entries: int, runs: int) -> None:
             async def mcp_call() -> None:
                 checked(await client.call_tool("list_folder", args))
 
+            spec, listed = app.tools["list_folder"], reading.list_folder(ctx, typed)
+            shaped = _shape(spec, typed, listed)
+            line = wire_line(shaped)
             samples = await measure({
                 "scandir+lstat+sort": lambda: scandir_baseline(big),
                 "handler": lambda: reading.list_folder(ctx, typed),
+                "shape": lambda: _shape(spec, typed, listed),
+                "wire": lambda: wire_line(shaped),
+                "client parse": lambda: jsonrpc_message_adapter.validate_json(line, by_name=False),
                 "server dispatch": dispatch,
                 "MCP client call": mcp_call,
             }, runs)
-    medians = print_table(f"list_folder, {entries:,} entries, {runs} runs", samples, "scandir+lstat+sort")
+    medians = print_table(f"list_folder, {entries:,} entries, {runs} runs ({len(line):,}-byte reply)", samples,
+                          "scandir+lstat+sort")
     server_ms = medians["server dispatch"] * 1000
     verdict("server-side < 50 ms", server_ms < 50, f"{server_ms:.1f} ms")
 

@@ -22,6 +22,7 @@ again.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import errno
 import hashlib
@@ -308,15 +309,17 @@ class Root:
         with self.open(path, Kinds.DIRECTORY) as folder:
             # All the names, to sort and count them; only the page's entries are stat'ed (a 100k-entry folder
             # took 79 s and 28 MB when every entry was).
-            names: list[str] = []
-            with os.scandir(folder.fd) as it:
-                for de in it:
-                    if atomic.is_temp_name(de.name):
-                        continue  # a write in progress, or one a kill left (removed at the next start)
-                    names.append(de.name)
-                    if len(names) & 4095 == 0:
-                        checkpoint()
+            names = os.listdir(folder.fd)  # one C call: a loop per name cost 10,000 entries 7 ms more
+            checkpoint()
             names.sort()
+            # Our temporary entries (a write in progress, or one a kill left: removed at the next start) sort
+            # together: found by bisection, not by a test per name.
+            at = bisect.bisect_left(names, atomic.TEMP_PREFIX)
+            while at < len(names) and names[at].startswith(atomic.TEMP_PREFIX):
+                if atomic.is_temp_name(names[at]):
+                    del names[at]
+                else:
+                    at += 1
             page: list[Listed] = []
             add = page.append  # (the loop runs once per entry of a page of up to 100,000: kept lean)
             for name in names[start:stop]:

@@ -141,15 +141,16 @@ def folder_listing(data: Data, *, offset: int) -> str:
     # the width of the size column from the largest size.
     escape = _CONTROL.search("/".join([e["name"] for e in entries])) is not None  # "/" is in no name
     width = len(str(max([e["size"] for e in entries], default=0)))
-    lines = []
+    lines: list[str] = []
+    add, marks = lines.append, _MARKS
     for e in entries:
-        kind, name = e["type"], _plain(e["name"]) if escape else e["name"]
+        kind, name, when = e["type"], _plain(e["name"]) if escape else e["name"], e["modified_at"]
         if kind == "directory":
             name += "/"
         elif kind == "symlink":
             name += _TARGETS.get(e.get("target_type", ""), "")
-        lines.append(f"{_MARKS.get(kind, '?')} {e['size']:>{width}} {e['modified_at'][:10]} {e['modified_at'][11:19]} "
-                     f"{name}")
+        # rjust, not a format spec: several times cheaper, here where it counts
+        add(f"{marks.get(kind, '?')} {str(e['size']).rjust(width)} {when[:10]} {when[11:19]} {name}")
     total = data["total"]
     if data["truncated"]:
         lines.append(f"[{len(entries):,} of {_count(total, 'entry', 'entries')} shown; the rest: "
