@@ -4,15 +4,23 @@
  *
  *     exec-helper [--cwd DEV:INO] [--bound MODE:DEV:INO:PATH]... [--limit RES:VAL]... [--user UID:GID:G1,G2]
  *                 [--mkdir PATH] [--read|--write|--device|--list PATH]... [--net 0|1] [--abi N]
- *                 -- EXECUTABLE ARGV0 ARGS...
+ *                 [--ruleset FD] [--filter FD] -- EXECUTABLE ARGV0 ARGS...
+ *
+ * --ruleset FD: a Landlock ruleset the server built (Landlock alone: its rules hold the roots' own handles),
+ * enforced instead of one built from --read/--write; --filter FD: a pipe holding a seccomp program, installed
+ * right before the command is executed (under bubblewrap, bubblewrap installs it instead).
  *
  * Built by the server from this file (`helper.py`) and handed to bubblewrap as bytes (`--file`), so no file
- * on disk is trusted afterwards. Any failure: a message on stderr, exit 126, and nothing is run.
+ * on disk is trusted afterwards. Under Landlock alone the server executes it from a sealed in-memory copy, with
+ * --limit, --user, --ruleset and --filter. Any failure: a message on stderr, exit 126, and nothing is run.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/close_range.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -240,9 +248,32 @@ static void make_home(const char *path) {
     }
 }
 
+/* The seccomp program in the pipe FD (struct sock_filter array), installed on this process (irreversible). */
+static void install_filter(int fd) {
+    static struct sock_filter insns[BPF_MAXINSNS];
+    size_t got = 0;
+    ssize_t n;
+    while (got < sizeof insns && (n = read(fd, (char *)insns + got, sizeof insns - got)) != 0) {
+        if (n < 0 && errno != EINTR) confine_error("reading the seccomp filter");
+        if (n > 0) got += (size_t)n;
+    }
+    close(fd);
+    if (got == 0 || got % sizeof insns[0]) fail("cannot confine the command: bad seccomp filter");
+    struct sock_fprog prog = {(unsigned short)(got / sizeof insns[0]), insns};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) confine_error("prctl(PR_SET_NO_NEW_PRIVS)");
+    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0)) confine_error("prctl(PR_SET_SECCOMP)");
+}
+
+/* The command gets stdin, stdout and stderr only: not the descriptor this launcher was executed from (Landlock
+ * alone runs it from a sealed in-memory file), nor anything else handed to it. */
+static void no_inherited_descriptors(void) {
+    if (!syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC)) return;
+    for (int fd = 3; fd < 65536; fd++) (void)fcntl(fd, F_SETFD, FD_CLOEXEC); /* kernels before 5.11 */
+}
+
 int main(int argc, char **argv) {
     const char *cwd = NULL, *user = NULL, *bound[MAX_ITEMS], *limit[MAX_ITEMS], *home[8];
-    int nbound = 0, nlimit = 0, nhome = 0, network = 0;
+    int nbound = 0, nlimit = 0, nhome = 0, network = 0, given_ruleset = -1, filter = -1;
     long abi = 0;
     struct rules rules = {.n = 0};
     int i = 1;
@@ -265,6 +296,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(opt, "mkdir") && nhome < 8) home[nhome++] = value;
         else if (!strcmp(opt, "net")) network = !strcmp(value, "1");
         else if (!strcmp(opt, "abi")) abi = (long)number(value, "--abi");
+        else if (!strcmp(opt, "ruleset")) given_ruleset = (int)number(value, "--ruleset");
+        else if (!strcmp(opt, "filter")) filter = (int)number(value, "--filter");
         else fail(buf); /* (--seccomp included: bubblewrap installs the filter before this runs) */
     }
     if (i >= argc || argc - i - 1 < 2) fail("no command given");
@@ -285,7 +318,7 @@ int main(int argc, char **argv) {
         if (setrlimit((int)number(limit[k], "--limit"), &rl)) confine_error("setrlimit");
     }
     /* Built before the user switch: the rules' paths are opened with the launcher's permissions. */
-    int ruleset = abi ? build_ruleset(abi, network, &rules) : -1;
+    int ruleset = abi ? build_ruleset(abi, network, &rules) : given_ruleset;
     if (user) switch_user(user);
     drop_capabilities();
     for (int k = 0; k < nhome; k++) make_home(home[k]);
@@ -294,8 +327,10 @@ int main(int argc, char **argv) {
         if (syscall(SYS_RESTRICT_SELF, ruleset, 0)) confine_error("landlock_restrict_self");
         close(ruleset);
     }
+    if (filter >= 0) install_filter(filter);
     signal(SIGPIPE, SIG_DFL);
     signal(SIGXFSZ, SIG_DFL);
+    no_inherited_descriptors();
     execve(command[0], command + 1, environ);
     char buf[4200];
     if (errno == ENOENT) {
