@@ -4,15 +4,15 @@
  *
  *     exec-helper [--cwd DEV:INO] [--bound MODE:DEV:INO:PATH]... [--limit RES:VAL]... [--user UID:GID:G1,G2]
  *                 [--mkdir PATH] [--read|--write|--device|--list PATH]... [--net 0|1] [--abi N]
- *                 [--ruleset FD] [--filter FD] -- EXECUTABLE ARGV0 ARGS...
+ *                 [--read-fd|--write-fd FD]... [--filter FD] -- EXECUTABLE ARGV0 ARGS...
  *
- * --ruleset FD: a Landlock ruleset the server built (Landlock alone: its rules hold the roots' own handles),
- * enforced instead of one built from --read/--write; --filter FD: a pipe holding a seccomp program, installed
+ * --read-fd/--write-fd FD: a rule for a handle the server holds and passed (Landlock alone: a root, a work
+ * area), never reopened by path; --filter FD: a pipe holding a seccomp program, installed
  * right before the command is executed (under bubblewrap, bubblewrap installs it instead).
  *
  * Built by the server from this file (`helper.py`) and handed to bubblewrap as bytes (`--file`), so no file
  * on disk is trusted afterwards. Under Landlock alone the server executes it from a sealed in-memory copy, with
- * --limit, --user, --ruleset and --filter. Any failure: a message on stderr, exit 126, and nothing is run.
+ * the limits, the user, the Landlock rules (--abi, --read, --write, --read-fd, ...) and --filter. Any failure: a message on stderr, exit 126, and nothing is run.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -162,14 +162,15 @@ static void check_bound(const char *item) {
     if (!landed) fail(MOVED);
 }
 
-static void add_rule(int ruleset, const char *path, uint64_t access, uint64_t handled) {
-    int fd = open(path, O_PATH | O_CLOEXEC);
+/* A rule for PATH, or (PATH NULL) for the descriptor GIVEN: a handle the server holds (a root), never reopened. */
+static void add_rule(int ruleset, const char *path, int given, uint64_t access, uint64_t handled) {
+    int fd = path ? open(path, O_PATH | O_CLOEXEC) : given;
     if (fd < 0) {
-        if (errno == ENOENT || errno == ENOTDIR) return; /* nothing there to grant access to */
-        confine_error(path);
+        if (path && (errno == ENOENT || errno == ENOTDIR)) return; /* nothing there to grant access to */
+        confine_error(path ? path : "a root's handle");
     }
     struct stat st;
-    if (fstat(fd, &st)) confine_error(path);
+    if (fstat(fd, &st)) confine_error(path ? path : "a root's handle");
     access &= handled;
     if (!S_ISDIR(st.st_mode)) access &= FILE_RIGHTS;
     if (access) {
@@ -186,7 +187,7 @@ static uint64_t fs_handled(long abi) {
     return (1ULL << 16) - 1;
 }
 
-struct rules { const char *path[MAX_ITEMS]; uint64_t access[MAX_ITEMS]; int n; };
+struct rules { const char *path[MAX_ITEMS]; int fd[MAX_ITEMS]; uint64_t access[MAX_ITEMS]; int n; };
 
 static int build_ruleset(long abi, int network, const struct rules *rules) {
     uint64_t handled = fs_handled(abi);
@@ -202,7 +203,7 @@ static int build_ruleset(long abi, int network, const struct rules *rules) {
     }
     int ruleset = (int)syscall(SYS_CREATE_RULESET, &attr, size, 0);
     if (ruleset < 0) confine_error("landlock_create_ruleset");
-    for (int i = 0; i < rules->n; i++) add_rule(ruleset, rules->path[i], rules->access[i], handled);
+    for (int i = 0; i < rules->n; i++) add_rule(ruleset, rules->path[i], rules->fd[i], rules->access[i], handled);
     return ruleset;
 }
 
@@ -273,7 +274,7 @@ static void no_inherited_descriptors(void) {
 
 int main(int argc, char **argv) {
     const char *cwd = NULL, *user = NULL, *bound[MAX_ITEMS], *limit[MAX_ITEMS], *home[8];
-    int nbound = 0, nlimit = 0, nhome = 0, network = 0, given_ruleset = -1, filter = -1;
+    int nbound = 0, nlimit = 0, nhome = 0, network = 0, filter = -1;
     long abi = 0;
     struct rules rules = {.n = 0};
     int i = 1;
@@ -283,11 +284,14 @@ int main(int argc, char **argv) {
         snprintf(buf, sizeof buf, "bad launcher argument '%s'", opt);
         if (!value || strncmp(opt, "--", 2)) fail(buf);
         opt += 2;
-        uint64_t access = !strcmp(opt, "read") ? FS_READ : !strcmp(opt, "write") ? FS_WRITE
+        int by_fd = !strcmp(opt, "read-fd") || !strcmp(opt, "write-fd");
+        uint64_t access = !strcmp(opt, "read") || !strcmp(opt, "read-fd") ? FS_READ
+                        : !strcmp(opt, "write") || !strcmp(opt, "write-fd") ? FS_WRITE
                         : !strcmp(opt, "device") ? FS_DEVICE : !strcmp(opt, "list") ? LL_READ_DIR : 0;
         if (access) {
             if (rules.n == MAX_ITEMS) fail(buf);
-            rules.path[rules.n] = value;
+            rules.path[rules.n] = by_fd ? NULL : value;
+            rules.fd[rules.n] = by_fd ? (int)number(value, opt - 2) : -1;
             rules.access[rules.n++] = access;
         } else if (!strcmp(opt, "cwd")) cwd = value;
         else if (!strcmp(opt, "bound") && nbound < MAX_ITEMS) bound[nbound++] = value;
@@ -296,7 +300,6 @@ int main(int argc, char **argv) {
         else if (!strcmp(opt, "mkdir") && nhome < 8) home[nhome++] = value;
         else if (!strcmp(opt, "net")) network = !strcmp(value, "1");
         else if (!strcmp(opt, "abi")) abi = (long)number(value, "--abi");
-        else if (!strcmp(opt, "ruleset")) given_ruleset = (int)number(value, "--ruleset");
         else if (!strcmp(opt, "filter")) filter = (int)number(value, "--filter");
         else fail(buf); /* (--seccomp included: bubblewrap installs the filter before this runs) */
     }
@@ -318,7 +321,7 @@ int main(int argc, char **argv) {
         if (setrlimit((int)number(limit[k], "--limit"), &rl)) confine_error("setrlimit");
     }
     /* Built before the user switch: the rules' paths are opened with the launcher's permissions. */
-    int ruleset = abi ? build_ruleset(abi, network, &rules) : given_ruleset;
+    int ruleset = abi ? build_ruleset(abi, network, &rules) : -1;
     if (user) switch_user(user);
     drop_capabilities();
     for (int k = 0; k < nhome; k++) make_home(home[k]);
