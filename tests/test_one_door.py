@@ -82,7 +82,7 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
     "sandbox/exec.py": ({"os.stat", "os.open", "os.mkdir"},
                         "the launcher inside bubblewrap checks each bind landed where it was meant to"),
     "sandbox/helper.py": ({"shutil.which"}, "finds the C compiler that builds the launcher, in its own temp directory"),
-    "sandbox/janitor.py": ({"shutil.rmtree"}, "removes a finished command's private temp directory (the server's own)"),
+    "sandbox/janitor.py": ({"shutil.rmtree", "os.rmdir"}, "removes a finished command's private temp directory (the server's own)"),
     "sandbox/landlock.py": ({"os.open"}, "Landlock rules for system and operator-configured host paths"),
     "sandbox/launchers.py": ({"os.path.realpath", "os.mkdir", "open", "os.chown"},
                              "a command's private temp directory and the operator's work areas"),
