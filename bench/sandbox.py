@@ -116,11 +116,33 @@ async def bare_spawns(tmp: str) -> None:
     def compiled_launcher() -> None:
         subprocess.run(c_launcher, stdout=subprocess.DEVNULL, check=True)
 
+    memfd = helper.executable()
+    limit_options = [o for res, value in limits.pairs(load_config(None, [tmp], env={}).commands.limits)
+                     for o in ("--limit", f"{res}:{value}")]
+
+    rule_options = ["--abi", str(level.abi), "--net", "0"]
+    for rule in rules:
+        kind = {landlock.FS_READ: "read", landlock.FS_WRITE: "write", landlock.FS_DEVICE: "device"}[rule.access]
+        rule_options += [f"--{kind}", str(rule.path)]
+
+    def memfd_launcher() -> None:  # what Landlock alone does now: no thread; rules, seccomp and limits in C
+        assert memfd is not None
+        filter_fd = helper.stage(seccomp.program(sockets=True, metadata=False))
+        try:
+            path = f"/proc/self/fd/{memfd}"
+            subprocess.run([path, *rule_options, "--filter", str(filter_fd), *limit_options, "--",
+                            "/bin/echo", "echo", "hi"], executable=path, pass_fds=(memfd, filter_fd),
+                           stdout=subprocess.DEVNULL, check=True)
+        finally:
+            os.close(filter_fd)
+
     cases = {"plain Popen": plain, "restricted thread + Popen (no seccomp)": thread(network=True),
              "restricted thread + Popen (seccomp: sockets)": thread(),
              "restricted thread + Popen (seccomp: sockets, metadata)": thread(metadata=True),
              "restricted thread + prlimit": thread(argv=tuple(prlimit)), "exec launcher (python -I -S)": exec_launcher,
-             **({"exec launcher (compiled, no seccomp)": compiled_launcher} if compiled is not None else {})}
+             **({"exec launcher (compiled, no seccomp)": compiled_launcher} if compiled is not None else {}),
+             **({"compiled launcher from memfd (rules, seccomp: sockets, limits)": memfd_launcher}
+                if memfd is not None else {})}
     samples = await measure(cases, N, warmup=3)  # type: ignore[arg-type]
     print_table("spawning /bin/echo with Landlock applied (no preexec_fn)", samples, "plain Popen")
 

@@ -115,3 +115,37 @@ async def test_bubblewrap_runs_the_launcher_with_every_layer(servers: CommandSer
     assert status["CapEff"].strip() == "0" * 16 and status["CapPrm"].strip() == "0" * 16
     planted = [line for line in out.splitlines() if "/planted" in line]
     assert planted and planted[0].endswith("Permission denied")  # Landlock's answer (the tmpfs is writable)
+
+
+@pytest.mark.parametrize("kind", ["compiled", "thread"])
+async def test_landlock_alone_runs_the_launcher_with_every_layer(servers: CommandServers, tmp_path: Path, kind: str,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under Landlock alone the compiled launcher, executed from its sealed in-memory copy, applies the resource
+    limits, Landlock, seccomp and no capabilities, hands the command no descriptor of its own, and keeps the
+    program's argv[0]; without it (no compiler) a restricted thread and `prlimit` do the same."""
+    if kind == "thread":  # as on a machine without a C compiler
+        monkeypatch.setattr(helper, "executable", lambda: None)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    h = await servers({"allowed": "*", "sandbox": "landlock", "limits": {"open_files": 64}})
+    script = ("grep -E '^(Seccomp|NoNewPrivs|CapEff|CapPrm|Max open files)' /proc/self/status /proc/self/limits; "
+              "python3 -c 'import os; print(sorted(os.listdir(\"/proc/self/fd\")))'; "
+              f"touch {outside}/planted 2>&1; true")
+    out = (await h.ok("shell", command=script, root="workspace"))["stdout"]
+    seen = {}
+    for line in out.splitlines():
+        if line.startswith("/proc/self/status:"):
+            key, value = line.removeprefix("/proc/self/status:").split(":", 1)
+            seen[key] = value.strip()
+        elif line.startswith("/proc/self/limits:"):
+            seen["open files"] = line.split()[3]  # soft limit
+    assert seen["Seccomp"] == "2" and seen["NoNewPrivs"] == "1", out
+    assert seen["CapEff"] == seen["CapPrm"] == "0" * 16, out
+    assert seen["open files"] == "64", out
+    assert "['0', '1', '2', '3']" in out  # stdin, stdout, stderr, and the listing's own
+    assert "planted': Permission denied" in out and not (outside / "planted").exists()
+    got = await h.ok("execute_command", command="sh -c 'echo $0'", root="workspace")
+    if kind == "compiled":
+        assert got["stdout"] == "sh\n"
+    else:  # prlimit executes the absolute path
+        assert got["stdout"].startswith("/") and got["stdout"].endswith("/sh\n")

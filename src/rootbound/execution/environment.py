@@ -24,6 +24,7 @@ The shell-script checker applies the same rules to assignments in a script
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import re
 from collections.abc import Mapping
@@ -59,8 +60,14 @@ COMMAND_ID_VAR = "ROOTBOUND_COMMAND_ID"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
+@functools.lru_cache(maxsize=64)
+def _pattern(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """One regex for a set of globs (compiled once per set: every command checks the server's whole environment)."""
+    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns) or r"(?!)")
+
+
 def _matches(name: str, patterns: tuple[str, ...] | list[str]) -> bool:
-    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+    return _pattern(tuple(patterns)).match(name) is not None
 
 
 def is_loader_var(name: str) -> bool:

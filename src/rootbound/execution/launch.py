@@ -6,11 +6,19 @@ the server's view of the filesystem and network. The OS sandboxes
 (`rootbound.sandbox`) return a new `Launch` whose argv runs the original inside
 bubblewrap, or whose `spawn` starts it from a thread restricted by Landlock; the
 runner only honours `spawn`, `popen_options` and (through the service) `cleanup`.
+
+Every command is a `subprocess.Popen` (vfork + exec in C) driven from the event loop
+as a `PopenChild`: its pipes through `connect_read_pipe`, its exit through a pidfd.
+(asyncio's own `subprocess_exec` starts a watcher thread per process on Python 3.11,
+about a millisecond of every call.)
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -18,7 +26,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from rootbound.fs import Root
 
-__all__ = ["UNCONFINED", "Child", "Launch", "Launcher"]
+__all__ = ["UNCONFINED", "Child", "Launch", "Launcher", "PopenChild", "popen"]
+
+_STREAM_LIMIT = 1 << 16
 
 
 class Child(Protocol):
@@ -32,6 +42,66 @@ class Child(Protocol):
     def returncode(self) -> int | None: ...  # negative: ended by that signal
 
     def close(self) -> None: ...  # release pipes and handles; kill the process if it somehow still runs
+
+
+class PopenChild:
+    """A started `Popen` as the runner drives it: async stdout/stderr, an exit event (a pidfd on the loop)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], loop: asyncio.AbstractEventLoop) -> None:
+        self.pid = proc.pid
+        self.stdout = asyncio.StreamReader(limit=_STREAM_LIMIT, loop=loop)
+        self.stderr = asyncio.StreamReader(limit=_STREAM_LIMIT, loop=loop)
+        self.exited = asyncio.Event()
+        self._proc = proc
+        self._loop = loop
+        self._transports: list[asyncio.BaseTransport] = []
+        self._pidfd: int | None = os.pidfd_open(proc.pid)
+        loop.add_reader(self._pidfd, self._on_exit)
+
+    async def connect(self) -> None:
+        """Wire the pipes to the loop; on failure the process is killed (nobody else could stop it)."""
+        assert self._proc.stdout is not None and self._proc.stderr is not None
+        try:
+            for pipe, reader in ((self._proc.stdout, self.stdout), (self._proc.stderr, self.stderr)):
+                transport, _ = await self._loop.connect_read_pipe(
+                    lambda r=reader: asyncio.StreamReaderProtocol(r), pipe)  # type: ignore[misc]
+                self._transports.append(transport)
+        except BaseException:
+            self.close()
+            raise
+
+    def _stop_watching(self) -> None:
+        if self._pidfd is not None:
+            self._loop.remove_reader(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = None
+
+    def _on_exit(self) -> None:
+        self._stop_watching()
+        self._proc.poll()  # reaps it; the status becomes returncode
+        self.exited.set()
+
+    def returncode(self) -> int | None:
+        return self._proc.returncode
+
+    def close(self) -> None:
+        self._stop_watching()
+        for transport in self._transports:
+            transport.close()
+        for pipe in (self._proc.stdout, self._proc.stderr):  # those never wired (a closed file ignores a close)
+            if pipe is not None:
+                pipe.close()
+        if self._proc.poll() is None:  # only on an abnormal path: kill and reap off the loop
+            self._proc.kill()
+            threading.Thread(target=self._proc.wait, daemon=True).start()
+
+
+def popen(launch: Launch, **options: Any) -> subprocess.Popen[bytes]:
+    """Start `launch` (its own session, no stdin, output piped, no other descriptor but `options`' pass_fds)."""
+    return subprocess.Popen(
+        list(launch.argv), executable=launch.executable, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, cwd=f"/proc/self/fd/{launch.cwd_fd}", env=dict(launch.env),
+        start_new_session=True, close_fds=True, **options)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import signal
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ import anyio.to_thread
 
 from rootbound.execution import groups, inline
 from rootbound.execution.environment import COMMAND_ID_VAR
-from rootbound.execution.launch import Child, Launch
+from rootbound.execution.launch import Child, Launch, PopenChild, popen
 from rootbound.execution.output import Capture, StreamResult
 from rootbound.execution.progress import ProgressFeed
 from rootbound.execution.spill import SpillFile
@@ -71,56 +70,20 @@ async def _read(reader: asyncio.StreamReader | None, capture: Capture) -> None:
         capture.feed(chunk)
 
 
-class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
-    """Tells when the process has exited. (`Process.wait()` in Python 3.11 also waits for every pipe to
-    close, which a daemonized grandchild can put off forever.)"""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__(limit=1 << 16, loop=loop)
-        self.exited = asyncio.Event()
-
-    def process_exited(self) -> None:
-        super().process_exited()
-        self.exited.set()
-
-
-class _LoopChild:
-    """A command started by the event loop's own subprocess support (the `Child` the runner drives)."""
-
-    def __init__(self, transport: asyncio.SubprocessTransport, protocol: _Protocol,
-                 loop: asyncio.AbstractEventLoop) -> None:
-        proc = asyncio.subprocess.Process(transport, protocol, loop)
-        assert proc.stdout is not None and proc.stderr is not None
-        self.pid, self.stdout, self.stderr = proc.pid, proc.stdout, proc.stderr
-        self.exited = protocol.exited
-        self._transport = transport
-
-    def returncode(self) -> int | None:
-        return self._transport.get_returncode()
-
-    def close(self) -> None:
-        # Kills the leader if it is somehow still there, and closes our pipe ends even if a straggler holds theirs.
-        self._transport.close()
-
-
 async def _spawn(launch: Launch) -> Child:
-    loop = asyncio.get_running_loop()
     try:
         if launch.spawn is not None:
             return await launch.spawn(launch)
-        # Not cancellable (as `spawn_restricted`): a cancel landing mid-spawn (a client that disconnects at
-        # once) would leave a started process that nobody tracks or kills.
+        # Forked from the loop's thread (bubblewrap's --die-with-parent watches the thread that started it) and not
+        # cancellable (as `spawn_restricted`): a cancel landing mid-spawn (a client that disconnects at once) would
+        # leave a started process that nobody tracks or kills.
         with anyio.CancelScope(shield=True):
-            transport, protocol = await loop.subprocess_exec(
-                lambda: _Protocol(loop), launch.argv[0], *launch.argv[1:], executable=launch.executable,
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                cwd=f"/proc/self/fd/{launch.cwd_fd}", env=dict(launch.env),
-                start_new_session=True, close_fds=True, **launch.popen_options,
-            )
+            child = PopenChild(popen(launch, **launch.popen_options), asyncio.get_running_loop())
+            await child.connect()
     except OSError as exc:
         code = exc.errno or errno.EIO
         raise SpawnError(code, exc.strerror or str(exc)) from None
-    return _LoopChild(transport, protocol, loop)
+    return child
 
 
 async def _cleanup(child: Child, command_id: str, abnormal: bool, registry: groups.ProcessGroups) -> None:

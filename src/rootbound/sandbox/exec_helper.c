@@ -4,15 +4,23 @@
  *
  *     exec-helper [--cwd DEV:INO] [--bound MODE:DEV:INO:PATH]... [--limit RES:VAL]... [--user UID:GID:G1,G2]
  *                 [--mkdir PATH] [--read|--write|--device|--list PATH]... [--net 0|1] [--abi N]
- *                 -- EXECUTABLE ARGV0 ARGS...
+ *                 [--read-fd|--write-fd FD]... [--filter FD] -- EXECUTABLE ARGV0 ARGS...
+ *
+ * --read-fd/--write-fd FD: a rule for a handle the server holds and passed (Landlock alone: a root, a work
+ * area), never reopened by path; --filter FD: a pipe holding a seccomp program, installed
+ * right before the command is executed (under bubblewrap, bubblewrap installs it instead).
  *
  * Built by the server from this file (`helper.py`) and handed to bubblewrap as bytes (`--file`), so no file
- * on disk is trusted afterwards. Any failure: a message on stderr, exit 126, and nothing is run.
+ * on disk is trusted afterwards. Under Landlock alone the server executes it from a sealed in-memory copy, with
+ * the limits, the user, the Landlock rules (--abi, --read, --write, --read-fd, ...) and --filter. Any failure: a message on stderr, exit 126, and nothing is run.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/close_range.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -154,14 +162,15 @@ static void check_bound(const char *item) {
     if (!landed) fail(MOVED);
 }
 
-static void add_rule(int ruleset, const char *path, uint64_t access, uint64_t handled) {
-    int fd = open(path, O_PATH | O_CLOEXEC);
+/* A rule for PATH, or (PATH NULL) for the descriptor GIVEN: a handle the server holds (a root), never reopened. */
+static void add_rule(int ruleset, const char *path, int given, uint64_t access, uint64_t handled) {
+    int fd = path ? open(path, O_PATH | O_CLOEXEC) : given;
     if (fd < 0) {
-        if (errno == ENOENT || errno == ENOTDIR) return; /* nothing there to grant access to */
-        confine_error(path);
+        if (path && (errno == ENOENT || errno == ENOTDIR)) return; /* nothing there to grant access to */
+        confine_error(path ? path : "a root's handle");
     }
     struct stat st;
-    if (fstat(fd, &st)) confine_error(path);
+    if (fstat(fd, &st)) confine_error(path ? path : "a root's handle");
     access &= handled;
     if (!S_ISDIR(st.st_mode)) access &= FILE_RIGHTS;
     if (access) {
@@ -178,7 +187,7 @@ static uint64_t fs_handled(long abi) {
     return (1ULL << 16) - 1;
 }
 
-struct rules { const char *path[MAX_ITEMS]; uint64_t access[MAX_ITEMS]; int n; };
+struct rules { const char *path[MAX_ITEMS]; int fd[MAX_ITEMS]; uint64_t access[MAX_ITEMS]; int n; };
 
 static int build_ruleset(long abi, int network, const struct rules *rules) {
     uint64_t handled = fs_handled(abi);
@@ -194,7 +203,7 @@ static int build_ruleset(long abi, int network, const struct rules *rules) {
     }
     int ruleset = (int)syscall(SYS_CREATE_RULESET, &attr, size, 0);
     if (ruleset < 0) confine_error("landlock_create_ruleset");
-    for (int i = 0; i < rules->n; i++) add_rule(ruleset, rules->path[i], rules->access[i], handled);
+    for (int i = 0; i < rules->n; i++) add_rule(ruleset, rules->path[i], rules->fd[i], rules->access[i], handled);
     return ruleset;
 }
 
@@ -240,9 +249,32 @@ static void make_home(const char *path) {
     }
 }
 
+/* The seccomp program in the pipe FD (struct sock_filter array), installed on this process (irreversible). */
+static void install_filter(int fd) {
+    static struct sock_filter insns[BPF_MAXINSNS];
+    size_t got = 0;
+    ssize_t n;
+    while (got < sizeof insns && (n = read(fd, (char *)insns + got, sizeof insns - got)) != 0) {
+        if (n < 0 && errno != EINTR) confine_error("reading the seccomp filter");
+        if (n > 0) got += (size_t)n;
+    }
+    close(fd);
+    if (got == 0 || got % sizeof insns[0]) fail("cannot confine the command: bad seccomp filter");
+    struct sock_fprog prog = {(unsigned short)(got / sizeof insns[0]), insns};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) confine_error("prctl(PR_SET_NO_NEW_PRIVS)");
+    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0)) confine_error("prctl(PR_SET_SECCOMP)");
+}
+
+/* The command gets stdin, stdout and stderr only: not the descriptor this launcher was executed from (Landlock
+ * alone runs it from a sealed in-memory file), nor anything else handed to it. */
+static void no_inherited_descriptors(void) {
+    if (!syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC)) return;
+    for (int fd = 3; fd < 65536; fd++) (void)fcntl(fd, F_SETFD, FD_CLOEXEC); /* kernels before 5.11 */
+}
+
 int main(int argc, char **argv) {
     const char *cwd = NULL, *user = NULL, *bound[MAX_ITEMS], *limit[MAX_ITEMS], *home[8];
-    int nbound = 0, nlimit = 0, nhome = 0, network = 0;
+    int nbound = 0, nlimit = 0, nhome = 0, network = 0, filter = -1;
     long abi = 0;
     struct rules rules = {.n = 0};
     int i = 1;
@@ -252,11 +284,14 @@ int main(int argc, char **argv) {
         snprintf(buf, sizeof buf, "bad launcher argument '%s'", opt);
         if (!value || strncmp(opt, "--", 2)) fail(buf);
         opt += 2;
-        uint64_t access = !strcmp(opt, "read") ? FS_READ : !strcmp(opt, "write") ? FS_WRITE
+        int by_fd = !strcmp(opt, "read-fd") || !strcmp(opt, "write-fd");
+        uint64_t access = !strcmp(opt, "read") || !strcmp(opt, "read-fd") ? FS_READ
+                        : !strcmp(opt, "write") || !strcmp(opt, "write-fd") ? FS_WRITE
                         : !strcmp(opt, "device") ? FS_DEVICE : !strcmp(opt, "list") ? LL_READ_DIR : 0;
         if (access) {
             if (rules.n == MAX_ITEMS) fail(buf);
-            rules.path[rules.n] = value;
+            rules.path[rules.n] = by_fd ? NULL : value;
+            rules.fd[rules.n] = by_fd ? (int)number(value, opt - 2) : -1;
             rules.access[rules.n++] = access;
         } else if (!strcmp(opt, "cwd")) cwd = value;
         else if (!strcmp(opt, "bound") && nbound < MAX_ITEMS) bound[nbound++] = value;
@@ -265,6 +300,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(opt, "mkdir") && nhome < 8) home[nhome++] = value;
         else if (!strcmp(opt, "net")) network = !strcmp(value, "1");
         else if (!strcmp(opt, "abi")) abi = (long)number(value, "--abi");
+        else if (!strcmp(opt, "filter")) filter = (int)number(value, "--filter");
         else fail(buf); /* (--seccomp included: bubblewrap installs the filter before this runs) */
     }
     if (i >= argc || argc - i - 1 < 2) fail("no command given");
@@ -294,8 +330,10 @@ int main(int argc, char **argv) {
         if (syscall(SYS_RESTRICT_SELF, ruleset, 0)) confine_error("landlock_restrict_self");
         close(ruleset);
     }
+    if (filter >= 0) install_filter(filter);
     signal(SIGPIPE, SIG_DFL);
     signal(SIGXFSZ, SIG_DFL);
+    no_inherited_descriptors();
     execve(command[0], command + 1, environ);
     char buf[4200];
     if (errno == ENOENT) {

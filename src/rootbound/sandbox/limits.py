@@ -1,8 +1,9 @@
 """Resource limits of a command: which ones, and the three ways they get applied.
 
-* `prlimit_argv`: the util-linux `prlimit` program sets them on itself and then
-  executes the command (Landlock mode: no Python runs in the child);
-* inside bubblewrap, its launcher (`exec.py`) sets the `pairs` before it executes;
+* the launcher (`exec_helper.c`, or `exec.py` inside bubblewrap without a compiler) sets
+  the `pairs` before it executes the command, under either sandbox;
+* `prlimit_argv`: without the compiled launcher under Landlock alone, the util-linux
+  `prlimit` program sets them on itself and then executes the command;
 * `apply_to_pid`: after the start, when `prlimit` is missing (best effort: what the
   command forked in its first instant keeps the old limits).
 
@@ -73,5 +74,5 @@ def describe(limits: CommandLimits) -> str:
         value = getattr(limits, field)
         if value is not None:
             shown.append(f"{field} {value}")
-    how = "via prlimit before exec" if PRLIMIT else "set right after start (prlimit not installed)"
-    return f"{', '.join(shown) or 'none'} ({how}; inside bubblewrap set by its launcher)"
+    fallback = "via prlimit before exec" if PRLIMIT else "set right after start (prlimit not installed)"
+    return f"{', '.join(shown) or 'none'} (set by the compiled launcher before exec; without a C compiler {fallback})"
