@@ -12,10 +12,10 @@ import anyio
 
 from rootbound import __version__
 from rootbound.logs import log
-from rootbound.sandbox.select import headline as sandbox_headline
 from rootbound.server.app import App
 from rootbound.server.signals import STOP_SIGNALS, exit_status
 from rootbound.server.stdio import serve_stdio_until_signal
+from rootbound.tools import exposed
 
 __all__ = ["run"]
 
@@ -39,9 +39,9 @@ def run(app: App, transport: str) -> int:
         signal.signal(sig, _stop_early)
     try:
         log.info("starting", extra={"version": __version__, "transport": transport, "roots": list(app.roots),
-                                    "config": app.config.source, "tools": len(app.tools),
-                                    "commands": sandbox_headline(
-                                        app.config, app.commands.launcher if app.commands is not None else None)})
+                                    "config": app.config.source, "tools": len(exposed(app.config)),
+                                    # the sandbox is chosen by the first command ("commands ready" says which)
+                                    "commands": "allowed" if app.config.commands.allowed else "off"})
         if transport == "stdio" and sys.stderr.isatty():
             names = ", ".join(app.roots)
             print(f"rootbound {__version__}: serving root(s) {names} over stdio. This process speaks MCP on "
