@@ -8,6 +8,7 @@ the MCP SDK's own `mcp.server` package imports them whatever the transport.
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -125,3 +126,40 @@ def test_what_start_up_left_for_later_is_there_for_the_first_call(tmp_path: Path
     rootbound = subprocess.run([sys.executable, "-m", "rootbound", "history", "--config", str(config_file)],
                                capture_output=True, text=True, cwd=tmp_path, env=clean_env(), timeout=60)
     assert "b.txt" in rootbound.stdout, rootbound.stdout + rootbound.stderr  # the write was journaled
+
+
+GC_PROBE = """
+import gc, sys
+from rootbound import cli
+from rootbound.server import app, lifecycle
+
+states = {}
+built = app.App.__init__
+def build(self, *args, **kwargs):
+    states["start-up"] = gc.isenabled()
+    built(self, *args, **kwargs)
+app.App.__init__ = build
+serve = lifecycle.serve_stdio_until_signal
+async def serving(served):
+    states["serving"] = gc.isenabled()
+    return await serve(served)
+lifecycle.serve_stdio_until_signal = serving
+states["exit status"] = cli.main(sys.argv[1:])
+states["after"] = gc.isenabled()
+print(states, file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("good", [True, False], ids=["served", "bad-config"])
+def test_start_up_runs_without_garbage_collection_and_serving_with_it(tmp_path: Path, good: bool) -> None:
+    """Start-up makes long-lived objects, not garbage: it runs without collections (~5% of it). Serving must
+    collect again, or every reference cycle a call makes would stay; and so must a start that failed."""
+    config = tmp_path / "rootbound.json"
+    config.write_text(json.dumps({"roots": [{"name": "ws", "path": str(tmp_path if good else tmp_path / "no")}]}))
+    done = subprocess.run([sys.executable, "-c", GC_PROBE, "serve", "--config", str(config)], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, cwd=tmp_path, env=clean_env(), timeout=60)
+    states = ast.literal_eval(done.stderr.strip().splitlines()[-1])  # the dict printed last
+    if good:
+        assert states == {"start-up": False, "serving": True, "exit status": 0, "after": True}, done.stderr
+    else:
+        assert states == {"exit status": 1, "after": True}, done.stderr

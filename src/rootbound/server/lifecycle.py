@@ -47,6 +47,10 @@ def run(app: App, transport: str) -> int:
             print(f"rootbound {__version__}: serving root(s) {names} over stdio. This process speaks MCP on "
                   "stdin/stdout; start it from an MCP client (see README), or press Ctrl-C to stop.",
                   file=sys.stderr, flush=True)
+        # Start-up is over (cli.py ran it without garbage collection): what it built lives as long as the server,
+        # so it is frozen out of every later collection, which then only walks what calls make.
+        gc.freeze()
+        gc.enable()
         if transport == "stdio":
             stopped_by = anyio.run(serve_stdio_until_signal, app)
         else:
