@@ -273,7 +273,11 @@ def test_a_server_killed_during_1mb_overwrites_leaves_journal_and_file_consisten
     store = journal.store(str(ws.resolve()))
     root_fd = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["rootbound.cli", "rootbound.server", "tests._killed_server"])
+    # And what a server loads by its first call (the tool modules, the grep helper): the write must not wait for
+    # imports here, or nearly every kill would land before it.
+    ctx.set_forkserver_preload(["rootbound.cli", "rootbound.server", "rootbound.grep.helper", "tests._killed_server",
+                                *(f"rootbound.tools.{m}" for m in ("reading", "writing", "editing", "transfer",
+                                                                   "search", "history", "commands"))])
     from ._killed_server import serve
 
     init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {

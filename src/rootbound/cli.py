@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -85,7 +86,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
         argv.insert(0, "serve")
     args = _parser().parse_args(argv)
+    if args.command != "serve":
+        return _main(args)
+    # Start-up makes some 100,000 long-lived objects (the MCP SDK's models and schemas, our tools') and hardly any
+    # garbage: the collections that it would trigger only cost time (~5% of start-up). server/lifecycle.py turns
+    # collection back on once start-up is over, with those objects frozen out of it.
+    gc.disable()
+    try:
+        return _main(args)
+    finally:
+        gc.enable()
 
+
+def _main(args: argparse.Namespace) -> int:
     from rootbound.logs import configure_logging  # after parsing: `--help` stays instant
 
     if args.command == "serve":

@@ -20,6 +20,7 @@ The App knows no transport: `stdio.py` and `http.py` take one and serve it.
 from __future__ import annotations
 
 import os
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from mcp.server import Server, ServerRequestContext
@@ -42,22 +43,19 @@ from opentelemetry import trace
 from rootbound import __version__
 from rootbound.config import Config
 from rootbound.execution import groups
-from rootbound.execution.output import return_big_buffers
-from rootbound.execution.service import CommandHost
 from rootbound.execution.spill import SpillStore
 from rootbound.fs import Root, RootSet, recovery
-from rootbound.grep.helper import SharedHelper
 from rootbound.libc import libc
 from rootbound.logs import attributed, log, shorten
-from rootbound.sandbox.select import launcher_for
 from rootbound.server.client_roots import ClientRootsState, build_client_roots
 from rootbound.server.roots_request import RootsAsker
 from rootbound.tokens import reach, start_dir
-from rootbound.tools import all_tools
-from rootbound.tools.base import CallContext, Caller, Progress, ToolSpec, Workers, call_tool
 
 if TYPE_CHECKING:
+    from rootbound.execution.service import CommandHost
+    from rootbound.grep.helper import SharedHelper
     from rootbound.journal.change import Journal
+    from rootbound.tools.base import CallContext, Caller, Progress, ToolSpec, Workers
 
 __all__ = ["ANONYMOUS", "App", "open_journal", "open_roots"]
 
@@ -134,27 +132,18 @@ class App:
         # as one more root (`command-output`) so the agent can page through it with read_file; each
         # client sees only its own (see `_caller`).
         self.spill: SpillStore | None = None
-        # The launcher (chosen once: probing for bubblewrap runs it), the queue and the process groups of commands.
-        self.commands: CommandHost | None = None
         if config.commands.allowed:
-            _hide_process_memory()
-            return_big_buffers()  # command output must not leave the heap grown for good
-            if not groups.become_subreaper():  # daemons of commands are re-parented to us, so we can end them
-                log.warning("could not become a child subreaper; daemons that commands start may outlive them")
+            _hide_process_memory()  # at once: the environment may hold a bearer token
             self.spill = SpillStore(self.roots)
-            self.commands = CommandHost.build(config, launcher_for(config))
         # What each bearer token reaches, by its name (http.py makes the name the token's client_id): its roots,
         # and for a token limited to some roots, where its relative command cwds start.
         self._reach = {t.name: (reach(self.roots, t.roots),
                                 None if t.roots is None else
                                 start_dir(reach(self.roots, t.roots), config.project_dir or os.getcwd()))
                        for t in config.tokens}
-        self.workers = Workers()
-        self.grep_helper = SharedHelper()  # started by the first grep that can use it
         # Sessionless requests' clients, by auth principal (one entry per configured token, at most,
         # plus the anonymous one): they live as long as the server.
         self._principals: dict[str, Caller] = {}
-        self.tools: dict[str, ToolSpec] = {t.name: t for t in all_tools(config)}
         self._built: list[Tool] | None = None  # see _definitions
         self._input_schemas: dict[str, dict[str, Any]] = {}
         self.server: Server[Any] = Server(
@@ -167,6 +156,48 @@ class App:
         # tools/call answers with the result's wire form (`_wire`), not the model: see there.
         self.server.add_request_handler("tools/call", CallToolRequestParams, self._call_tool_wire)
         self.server.middleware.append(self._roots_middleware)
+
+    # -- built on first use ------------------------------------------------------------------
+    # `initialize` needs none of these, and together they were most of start-up (the tool modules' pydantic
+    # models, probing bubblewrap): each is built by the first request that needs it, on the event loop,
+    # before that request does anything else.
+
+    @cached_property
+    def tools(self) -> dict[str, ToolSpec]:
+        """The tools this configuration exposes, by name, in the order clients list them."""
+        from rootbound.tools import all_tools
+
+        return {t.name: t for t in all_tools(self.config)}
+
+    @cached_property
+    def commands(self) -> CommandHost | None:
+        """The launcher (chosen once: probing for bubblewrap runs it), the queue and the process groups of
+        commands; None when no command is allowed."""
+        if not self.config.commands.allowed:
+            return None
+        from rootbound.execution.output import return_big_buffers
+        from rootbound.execution.service import CommandHost
+        from rootbound.sandbox.select import headline, launcher_for
+
+        return_big_buffers()  # command output must not leave the heap grown for good
+        if not groups.become_subreaper():  # daemons of commands are re-parented to us, so we can end them
+            log.warning("could not become a child subreaper; daemons that commands start may outlive them")
+        host = CommandHost.build(self.config, launcher_for(self.config))
+        log.info("commands ready", extra={"commands": headline(self.config, host.launcher)})
+        return host
+
+    @cached_property
+    def workers(self) -> Workers:
+        from rootbound.tools.base import Workers
+
+        return Workers()
+
+    @cached_property
+    def grep_helper(self) -> SharedHelper:
+        """The helper process of grep and glob: started by the first search that can use it."""
+        from rootbound.grep.helper import SharedHelper
+
+        return SharedHelper()
 
     @property
     def definitions(self) -> list[Tool]:
@@ -189,6 +220,8 @@ class App:
 
     def context(self, roots: RootSet | None = None, project_dir: str | None = None,
                 report_progress: Progress | None = None, caller: Caller | None = None) -> CallContext:
+        from rootbound.tools.base import CallContext
+
         caller = caller or self._principal_caller(ANONYMOUS)
         roots = roots if roots is not None else self.roots
         if caller.spill is not None:
@@ -213,6 +246,8 @@ class App:
         return self._reach.get(token, (RootSet([]), None))
 
     def _new_caller(self, connection: str) -> Caller:
+        from rootbound.tools.base import Caller
+
         return Caller(self.spill.area() if self.spill is not None else None, connection)
 
     def _principal_caller(self, principal: str) -> Caller:
@@ -226,6 +261,8 @@ class App:
         handshake-era protocol; on the sessionless 2026-07-28 protocol, which has no connection to speak
         of, its auth principal (every sessionless request is one anonymous principal without auth; on stdio,
         the process's one client)."""
+        from rootbound.tools.base import Caller
+
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return self._principal_caller(_connection_id(ctx))
         connection = ctx.session._connection  # see _connection_state
@@ -262,6 +299,8 @@ class App:
 
     async def call(self, name: str, arguments: dict[str, Any] | None, ctx: CallContext | None = None
                    ) -> CallToolResult:
+        from rootbound.tools.base import call_tool
+
         spec = self.tools.get(name)
         if spec is None:
             text = f"unknown tool: {shorten(name)}; known tools: {', '.join(self.tools)}"
@@ -315,9 +354,11 @@ class App:
         return asker
 
     def close(self) -> None:
-        if self.commands is not None:
-            self.commands.close()  # no command outlives the server
-        self.grep_helper.close()
+        built = self.__dict__  # what was never built needs no closing (and must not be built now)
+        if built.get("commands") is not None:
+            built["commands"].close()  # no command outlives the server
+        if "grep_helper" in built:
+            built["grep_helper"].close()
         for root in self.roots.values():
             root.close()
         for caller in self._principals.values():

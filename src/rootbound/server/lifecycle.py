@@ -12,10 +12,10 @@ import anyio
 
 from rootbound import __version__
 from rootbound.logs import log
-from rootbound.sandbox.select import headline as sandbox_headline
 from rootbound.server.app import App
 from rootbound.server.signals import STOP_SIGNALS, exit_status
 from rootbound.server.stdio import serve_stdio_until_signal
+from rootbound.tools import exposed
 
 __all__ = ["run"]
 
@@ -39,14 +39,18 @@ def run(app: App, transport: str) -> int:
         signal.signal(sig, _stop_early)
     try:
         log.info("starting", extra={"version": __version__, "transport": transport, "roots": list(app.roots),
-                                    "config": app.config.source, "tools": len(app.tools),
-                                    "commands": sandbox_headline(
-                                        app.config, app.commands.launcher if app.commands is not None else None)})
+                                    "config": app.config.source, "tools": len(exposed(app.config)),
+                                    # the sandbox is chosen by the first command ("commands ready" says which)
+                                    "commands": "allowed" if app.config.commands.allowed else "off"})
         if transport == "stdio" and sys.stderr.isatty():
             names = ", ".join(app.roots)
             print(f"rootbound {__version__}: serving root(s) {names} over stdio. This process speaks MCP on "
                   "stdin/stdout; start it from an MCP client (see README), or press Ctrl-C to stop.",
                   file=sys.stderr, flush=True)
+        # Start-up is over (cli.py ran it without garbage collection): what it built lives as long as the server,
+        # so it is frozen out of every later collection, which then only walks what calls make.
+        gc.freeze()
+        gc.enable()
         if transport == "stdio":
             stopped_by = anyio.run(serve_stdio_until_signal, app)
         else:
