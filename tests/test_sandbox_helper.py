@@ -129,7 +129,7 @@ async def test_landlock_alone_runs_the_launcher_with_every_layer(servers: Comman
     outside.mkdir()
     h = await servers({"allowed": "*", "sandbox": "landlock", "limits": {"open_files": 64}})
     script = ("grep -E '^(Seccomp|NoNewPrivs|CapEff|CapPrm|Max open files)' /proc/self/status /proc/self/limits; "
-              "python3 -c 'import os; print(sorted(os.listdir(\"/proc/self/fd\")))'; "
+              "echo fds: $(ls /proc/self/fd); "
               f"touch {outside}/planted 2>&1; true")
     out = (await h.ok("shell", command=script, root="workspace"))["stdout"]
     seen = {}
@@ -142,7 +142,7 @@ async def test_landlock_alone_runs_the_launcher_with_every_layer(servers: Comman
     assert seen["Seccomp"] == "2" and seen["NoNewPrivs"] == "1", out
     assert seen["CapEff"] == seen["CapPrm"] == "0" * 16, out
     assert seen["open files"] == "64", out
-    assert "['0', '1', '2', '3']" in out  # stdin, stdout, stderr, and the listing's own
+    assert "fds: 0 1 2 3\n" in out  # stdin, stdout, stderr, and the listing's own (not python3: CI's may not run)
     assert "planted': Permission denied" in out and not (outside / "planted").exists()
     got = await h.ok("execute_command", command="sh -c 'echo $0'", root="workspace")
     if kind == "compiled":
