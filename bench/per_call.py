@@ -1,0 +1,90 @@
+"""Per-call overhead end to end over stdio: rootbound's stat_file and read_file (10 KB) beside the SDK's own floor.
+
+    .venv/bin/python bench/per_call.py [--rounds N] [--reference PATH]
+
+The floor is a lowlevel `Server` of the `mcp` SDK answering a constant `stat_file` result on rootbound's stdio
+transport (bench/_floor_server.py): what any Python MCP server pays per call before doing anything. rootbound runs
+from this checkout on a temp folder. With `--reference` (the reference filesystem server's executable, as
+bench/peers.py installs it into ~/.cache/rootbound-bench), it takes its turn too. All are driven by the SDK
+client, one call at a time, round-robin in one run; medians and p90s in ms, and each row's distance from the
+floor. Issue 18 item 2 wants stat and read at or under the reference server: the table shows how much of what is
+left is the SDK's (the floor) and how much is rootbound's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+HERE = Path(__file__).resolve().parent
+
+
+async def run(rounds: int, reference: str | None, work: Path) -> None:
+    (work / "files").mkdir()
+    text = "".join(f"line {i:05d} " + "x" * 20 + "\n" for i in range(10240 // 32))
+    (work / "files" / "read-10k.txt").write_text(text)
+    config = work / "rootbound.json"
+    config.write_text(json.dumps({"roots": [{"name": "bench", "path": str(work)}], "journal": "off"}))
+    rel = {"path": "files/read-10k.txt"}
+    absolute = {"path": str(work / "files" / "read-10k.txt")}
+    servers: list[tuple[str, list[str], str, dict[str, Any]]] = [
+        ("SDK floor (constant stat)", [sys.executable, str(HERE / "_floor_server.py")], "stat_file", {}),
+        ("rootbound stat_file", [sys.executable, "-m", "rootbound", "--config", str(config)], "stat_file", rel),
+        ("rootbound read_file 10 KB", [sys.executable, "-m", "rootbound", "--config", str(config)], "read_file", rel),
+    ]
+    if reference:
+        servers += [("reference get_file_info", [reference, str(work)], "get_file_info", absolute),
+                    ("reference read_text_file 10 KB", [reference, str(work)], "read_text_file", absolute)]
+    async with AsyncExitStack() as stack:
+        sessions = []
+        for label, argv, tool, args in servers:
+            params = StdioServerParameters(command=argv[0], args=argv[1:])
+            devnull = stack.enter_context(open(os.devnull, "w"))  # noqa: SIM115 - closed by the stack
+            read, write = await stack.enter_async_context(stdio_client(params, errlog=devnull))
+            session = await stack.enter_async_context(ClientSession(read, write))
+            await session.initialize()
+            sessions.append((label, session, tool, args))
+        times: dict[str, list[float]] = {label: [] for label, *_ in sessions}
+        for round_no in range(rounds + 30):
+            for label, session, tool, args in sessions:
+                start = time.perf_counter()
+                result = await session.call_tool(tool, args)
+                elapsed = time.perf_counter() - start
+                assert not result.is_error, (label, result)
+                if round_no >= 30:
+                    times[label].append(elapsed)
+    floor = statistics.median(times[servers[0][0]])
+    print(f"load average {os.getloadavg()[0]:.2f}; {rounds} calls each, round-robin")
+    print(f"{'':34s} {'median ms':>10s} {'p90 ms':>8s} {'over floor':>11s}")
+    for label, samples in times.items():
+        samples.sort()
+        median = statistics.median(samples)
+        print(f"{label:34s} {median * 1000:10.3f} {samples[int(len(samples) * 0.9)] * 1000:8.3f} "
+              f"{(median - floor) * 1000:+10.3f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=500)
+    default = Path.home() / ".cache/rootbound-bench/npm/modelcontextprotocol+server-filesystem-2026.8.31" \
+        / "node_modules/.bin/mcp-server-filesystem"
+    parser.add_argument("--reference", default=str(default) if default.exists() else None)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        anyio.run(run, args.rounds, args.reference, Path(tmp))
+
+
+if __name__ == "__main__":
+    main()
