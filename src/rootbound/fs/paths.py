@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 from rootbound.errors import Kind, PathError
 
-__all__ = ["display_path", "file_type", "lexical", "split_path", "stays_inside"]
+__all__ = ["TYPE_NAMES", "display_path", "file_type", "lexical", "split_path", "stays_inside"]
 
 
 def split_path(path: str) -> list[str]:
@@ -67,10 +67,11 @@ def stays_inside(base: list[str] | None, rel: str, text: str) -> bool:
     return True
 
 
-_TYPE_NAMES = {stat.S_IFREG: "file", stat.S_IFDIR: "directory", stat.S_IFLNK: "symlink", stat.S_IFIFO: "fifo",
-               stat.S_IFSOCK: "socket", stat.S_IFCHR: "device", stat.S_IFBLK: "device"}
+# By S_IFMT bits; `file_type` is the lookup (a listing's per-entry loop uses the dict itself).
+TYPE_NAMES = {stat.S_IFREG: "file", stat.S_IFDIR: "directory", stat.S_IFLNK: "symlink", stat.S_IFIFO: "fifo",
+              stat.S_IFSOCK: "socket", stat.S_IFCHR: "device", stat.S_IFBLK: "device"}
 
 
 def file_type(mode: int) -> str:
     """The seed's entry type names, plus the special kinds a root may hold."""
-    return _TYPE_NAMES.get(stat.S_IFMT(mode), "unknown")
+    return TYPE_NAMES.get(stat.S_IFMT(mode), "unknown")

@@ -245,9 +245,9 @@ class Root:
             if probe >= 0:
                 os.close(probe)
 
-    def _stat(self, parts: list[str]) -> os.stat_result:
+    def _stat(self, parts: list[str], *, follow: bool = True) -> os.stat_result:
         self._on_loop_here()
-        fd = open_beneath(self._fd, parts, os.O_PATH)
+        fd = open_beneath(self._fd, parts, os.O_PATH, follow=follow)
         try:
             return os.fstat(fd)
         finally:
@@ -264,15 +264,10 @@ class Root:
         """Stat `path` without following a final symlink."""
         parts = split_path(path)
         if onloop.active():  # the entry itself, opened with NO_XDEV: a mount point there is not entered
-            self._on_loop_here()
             try:
-                fd = open_beneath(self._fd, parts, os.O_PATH, follow=False)
+                return self._stat(parts, follow=False)
             except OSError as exc:
                 raise path_error("lstat", path, exc) from None
-            try:
-                return os.fstat(fd)
-            finally:
-                os.close(fd)
         try:
             fd, _, _, st = locate(self._fd, parts, follow=False)
         except OSError as exc:

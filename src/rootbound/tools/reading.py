@@ -14,6 +14,7 @@ from typing_extensions import TypedDict
 from rootbound.catalogue import FILE_TOOLS, JOURNAL_TOOLS
 from rootbound.errors import Failure, Kind
 from rootbound.fs import Kinds, content, display_path, file_type, split_path
+from rootbound.fs.paths import TYPE_NAMES
 from rootbound.tools import render
 from rootbound.tools.base import (
     Args,
@@ -100,17 +101,13 @@ class ListFolderResult(PlainResult):
     truncated: bool = Field(description="True when entries follow this page (read on with offset).")
 
 
-_TYPES = {stat.S_IFMT(m): file_type(m) for m in (stat.S_IFREG, stat.S_IFDIR, stat.S_IFLNK, stat.S_IFIFO,
-                                                  stat.S_IFSOCK, stat.S_IFCHR, stat.S_IFBLK)}
-
-
 def list_folder(ctx: CallContext, args: ListFolderArgs) -> ListFolderResult:
     root = ctx.roots.get_for(args.root, "list_folder")
     total, page = root.read_folder(args.path, args.offset, args.offset + args.limit)
     # The loop runs once per entry of a page of up to 100,000: plain dicts (no model, no validation: the
     # result is a PlainResult), and no function call that the common case does not need.
     entries: list[Entry] = []
-    add, types, when = entries.append, _TYPES, iso_time
+    add, types, when = entries.append, TYPE_NAMES, iso_time
     for name, st, target in page:
         kind = types.get(st.st_mode & 0o170000, "unknown")
         entry: Entry = {"name": name if name.isascii() else printable(name), "type": kind, "size": st.st_size,

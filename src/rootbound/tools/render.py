@@ -75,7 +75,7 @@ def file_read(data: Data, *, first_line: int, numbered: bool, at_start: bool) ->
     lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()  # the newline that ends the last line does not start another
-    out = "\n".join(map(operator.add, _line_numbers(first_line, len(lines)), lines))
+    out = _numbered(lines, first_line)
     if not text:
         out = "[empty file]" if data["size"] == 0 else ""
     return f"{out}\n{trailer}" if out and trailer else out or trailer
@@ -86,15 +86,16 @@ _NUMBERS_KEPT = 20_000  # ~1 MB at most; further line numbers are made per call
 _numbers_lock = threading.Lock()  # reads run in worker threads too: one extends the list at a time
 
 
-def _line_numbers(first: int, count: int) -> list[str] | Iterable[str]:
-    """The `cat -n` prefixes of `count` lines from line `first` (a third of the time of formatting each)."""
-    last = first + count - 1
+def _numbered(lines: list[str], first: int) -> str:
+    """`lines` in `cat -n` form from line `first`: prefixes from the table (a third of the time of formatting
+    each), or beyond it formatted line by line."""
+    last = first + len(lines) - 1
     if last > _NUMBERS_KEPT:
-        return (f"{n:>6}\t" for n in range(first, last + 1))
+        return "\n".join([f"{n:>6}\t{line}" for n, line in enumerate(lines, first)])
     if len(_NUMBERS) < last:
         with _numbers_lock:
             _NUMBERS.extend([f"{n:>6}\t" for n in range(len(_NUMBERS) + 1, last + 1)])
-    return _NUMBERS[first - 1:last]
+    return "\n".join(map(operator.add, _NUMBERS[first - 1:last], lines))
 
 
 def _binary(data: Data, text: str, at_start: bool) -> str:
