@@ -93,13 +93,14 @@ def text_of(result: CallToolResult) -> str:
 
 
 def tree(root: Path) -> dict[str, str]:
-    """Every entry below `root`: file content, 'dir', or '-> link text' (to compare before and after a call)."""
+    """Every entry below `root`: file content, 'dir', 'fifo' or '-> link text' (to compare before and after a call)."""
     out = {}
     for dirpath, dirs, files in os.walk(root):
         for name in dirs + files:
             p = Path(dirpath) / name
             rel = str(p.relative_to(root))
-            out[rel] = f"-> {os.readlink(p)}" if p.is_symlink() else "dir" if p.is_dir() else p.read_text()
+            out[rel] = f"-> {os.readlink(p)}" if p.is_symlink() else "dir" if p.is_dir() else \
+                "fifo" if p.is_fifo() else p.read_text()
     return out
 
 

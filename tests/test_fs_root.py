@@ -22,6 +22,7 @@ from rootbound.errors import Kind, PathError
 from rootbound.fs import Kinds, Root
 from rootbound.fs.guards import Guard
 from rootbound.fs.trees import DIRECTORY, FILE, OTHER, SYMLINK, CopyStats, Skip, TooDeep, copy_tree, walk
+from tests.conftest import tree
 
 NO_RULES = Guard([])
 
@@ -89,18 +90,6 @@ def makefs(base: Path, entries: tuple[str, ...]) -> Path:
     return root
 
 
-def state(base: Path) -> dict[str, str]:
-    """Everything in the tree (names, link texts, contents), to compare before and after."""
-    out = {}
-    for dirpath, dirs, files in os.walk(base):
-        for name in dirs + files:
-            p = Path(dirpath) / name
-            rel = str(p.relative_to(base))
-            out[rel] = f"-> {os.readlink(p)}" if p.is_symlink() else "dir" if p.is_dir() else \
-                "fifo" if p.is_fifo() else p.read_text()
-    return out
-
-
 def run(case: Case, tmp_path: Path, prepare: Callable[[Path], None], op: Callable[[Root], object]
         ) -> tuple[object, PathError | None, Path]:
     """Make the case's tree, `prepare` it (given the root's host path), run `op` on a Root over it.
@@ -108,16 +97,16 @@ def run(case: Case, tmp_path: Path, prepare: Callable[[Path], None], op: Callabl
     Nothing outside the root may change, and nothing inside either when the operation fails."""
     root_path = makefs(tmp_path, case.fs)
     prepare(root_path)
-    outside, inside = state(tmp_path / "OUT"), state(root_path)
+    outside, inside = tree(tmp_path / "OUT"), tree(root_path)
     root = Root.at("r", str(root_path), ["*"])
     try:
         return op(root), None, root_path
     except PathError as exc:
-        assert state(root_path) == inside, "a failed operation changed the root"
+        assert tree(root_path) == inside, "a failed operation changed the root"
         return None, exc, root_path
     finally:
         root.close()
-        assert state(tmp_path / "OUT") == outside, "something outside the root changed"
+        assert tree(tmp_path / "OUT") == outside, "something outside the root changed"
 
 
 def outcome(case: Case, *, acts_on_link: bool = False, makes_parents: bool = False) -> tuple[Kind | None, str | None]:
