@@ -58,6 +58,19 @@ class _Base:
         """Commands stay uid 0, owner of root's files: chmod needs no capability (seccomp limits it)."""
         return self.user is None and os.geteuid() == 0
 
+    def _launcher_process(self) -> list[str]:
+        """The compiled launcher's options for the process it becomes: its resource limits and user."""
+        opts: list[str] = []
+        for res, value in limits.pairs(self.config.commands.limits):
+            opts += ["--limit", f"{res}:{value}"]
+        if self.user is not None:
+            opts += ["--user", f"{self.user.uid}:{self.user.gid}:{','.join(map(str, self.user.groups))}"]
+        return opts
+
+    def _launcher_landlock(self) -> list[str]:
+        """The compiled launcher's options that open its Landlock ruleset: the ABI and whether TCP is allowed."""
+        return ["--abi", str(self.level.abi), "--net", "1" if self.config.commands.network else "0"]
+
     def _protected_lines(self, enforced: bool) -> list[str]:
         helps = ("what helps: commands.run_as (git's safe.directory ownership check then refuses repositories a "
                  "command created) and `git config --global safe.bareRepository explicit`")
@@ -232,8 +245,7 @@ class LandlockLauncher(_Base):
         ended (the filter's pipe)."""
         if not self.level.available:  # (never chosen then: the launcher would run the command without Landlock)
             raise landlock.LandlockError(errno.EOPNOTSUPP, "Landlock is not available on this kernel")
-        c = self.config.commands
-        options = ["--abi", str(self.level.abi), "--net", "1" if c.network else "0"]
+        options = self._launcher_landlock()
         handles: list[int] = []
         for rule in rules:
             kind = _RULE_KINDS[rule.access]
@@ -243,10 +255,7 @@ class LandlockLauncher(_Base):
             else:
                 options += [f"--{kind}-fd", str(rule.fd)]
                 handles.append(rule.fd)
-        for res, value in limits.pairs(c.limits):
-            options += ["--limit", f"{res}:{value}"]
-        if self.user is not None:
-            options += ["--user", f"{self.user.uid}:{self.user.gid}:{','.join(map(str, self.user.groups))}"]
+        options += self._launcher_process()
         held: list[int] = []
         sockets = _sockets_filtered(self.config)
         if sockets or self.stays_root:
@@ -429,17 +438,14 @@ class BwrapLauncher(_Base):
             opts += ["--cwd", f"{st.st_dev}:{st.st_ino}"]
         for item in checks:
             opts += ["--bound", item]
-        for res, value in limits.pairs(self.config.commands.limits):
-            opts += ["--limit", f"{res}:{value}"]
-        if self.user is not None:
-            opts += ["--user", f"{self.user.uid}:{self.user.gid}:{','.join(map(str, self.user.groups))}"]
+        opts += self._launcher_process()
         if private_home:
             opts += ["--mkdir", bwrap.HOME]
         kinds = self._seccomp_kinds()
         if kinds and not compiled:  # (the compiled launcher's filter is installed by bubblewrap: see wrap)
             opts += ["--seccomp", ",".join(kinds)]
         if self.level.available:
-            opts += ["--abi", str(self.level.abi), "--net", "1" if self.config.commands.network else "0"]
+            opts += self._launcher_landlock()
             for path in (*where.read_paths, *where.programs, "/proc", *(r.real_path for r in where.readonly)):
                 opts += ["--read", path]
             for path in (*(r.real_path for r in where.writable), *where.work_areas, *where.write_paths, bwrap.TMP):
