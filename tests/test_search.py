@@ -83,6 +83,18 @@ def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+async def without_and_with_helper(server: Harness, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str]:
+    """Each mode of grep in turn ("off": in the server, "on": in its helper process); after each, every directory
+    handle handed around has been closed."""
+    for mode in ("off", "on"):
+        monkeypatch.setenv("ROOTBOUND_GREP_HELPER", mode)
+        if mode == "on":
+            helper_ready(server)
+        before = open_fds()
+        yield mode
+        assert open_fds() == before
+
+
 # -- grep: seed cases -----------------------------------------------------------------------------
 
 
@@ -574,14 +586,9 @@ async def test_many_batches_give_the_same_answer_both_ways(server: Harness, work
     os.mkfifo(workspace / "d00" / "pipe.txt")  # never opened: a FIFO is not a file
     (workspace / "odd\udcff.txt").write_bytes(b"hit in an oddly named file\n")  # not UTF-8: shown escaped
     answers = {}
-    for mode in ("off", "on"):
-        monkeypatch.setenv("ROOTBOUND_GREP_HELPER", mode)
-        if mode == "on":
-            helper_ready(server)
-        before = open_fds()
+    async for mode in without_and_with_helper(server, monkeypatch):
         answers[mode] = await server.ok("grep", root="workspace", pattern="hit", max_results=10_000,
                                         context_lines=1)
-        assert open_fds() == before  # every directory handle handed around was closed
         cut = await server.ok("grep", root="workspace", pattern="hit", max_results=300)
         assert cut["truncated"] is True and lines(cut) == lines(answers[mode])[:300]
     assert answers["on"] == answers["off"]
@@ -598,13 +605,8 @@ async def test_batches_spanning_many_small_folders_give_the_same_answer_both_way
         (workspace / f"d{d:02}" / "a.txt").write_text(f"hit a {d}\n")
         (workspace / f"d{d:02}" / "e" / "b.txt").write_text(f"no\nhit b {d}\n")
     answers = {}
-    for mode in ("off", "on"):
-        monkeypatch.setenv("ROOTBOUND_GREP_HELPER", mode)
-        if mode == "on":
-            helper_ready(server)
-        before = open_fds()
+    async for mode in without_and_with_helper(server, monkeypatch):
         answers[mode] = await server.ok("grep", root="workspace", pattern="hit", max_results=10_000)
-        assert open_fds() == before
     assert answers["on"] == answers["off"]
     assert lines(answers["on"])[:3] == [("d00/a.txt", 1), ("d00/e/b.txt", 2), ("d01/a.txt", 1)]
     assert [m["line_content"] for m in answers["on"]["matches"]][-1] == "hit b 59"
