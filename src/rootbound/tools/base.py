@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSche
 from rootbound.catalogue import ON_LOOP, RUNS
 from rootbound.config import Config
 from rootbound.errors import Kind, ToolError
+from rootbound.execution import output
 from rootbound.execution.service import CommandHost
 from rootbound.execution.spill import SpillArea
 from rootbound.fs import RootSet, journaling, onloop
@@ -99,6 +100,7 @@ Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 # a heavy worker thread.
 Work = Literal["inline", "quick", "heavy"]
 
+BIG_RESULT = 1 << 20  # characters of text: a result this big leaves the heap grown (`output.trim_heap`)
 QUICK_THREADS = 32
 HEAVY_THREADS = 8
 CLIENT_QUICK_THREADS = 16  # one client's share of each kind, so no client can hold all the threads
@@ -317,6 +319,8 @@ def _where(args: dict[str, Any]) -> tuple[str | None, str | None]:
 
 async def call_tool(spec: ToolSpec, ctx: CallContext, arguments: dict[str, Any] | None) -> CallToolResult:
     """Validate, run and log one call. Never raises: every failure becomes an `isError` result."""
+    # The previous big result has been answered and let go by now: its leftover pages go back to the system.
+    output.trim_heap()
     start = time.perf_counter()
     arguments = arguments or {}
     root, path = _where(arguments)
@@ -351,6 +355,8 @@ async def call_tool(spec: ToolSpec, ctx: CallContext, arguments: dict[str, Any] 
             outcome, error = "crash", "internal error"
             result = _error(messages.text(Kind.INTERNAL, tool=spec.name))
     size = sum(len(c.text) for c in result.content if isinstance(c, TextContent))
+    if size > BIG_RESULT:
+        output.heap_grew()
     log_tool_call(spec.name, root, path, outcome, (time.perf_counter() - start) * 1000, size, error)
     return result
 
