@@ -396,6 +396,42 @@ def summary(results: dict[str, tuple[str, dict[str, Outcome]]], sessions: list[S
         print("\n" + "\n".join(f"— {note}: {'; '.join(where)}" for note, where in notes.items()))
 
 
+# Issue 18's targets, each read off one run: (operation, who, against, how many times it, how much over it (ms)).
+TARGETS = [
+    ("read10k", "read 10 KB", "rootbound", "reference", 1.0, 0.0),
+    ("write", "write 100 KB", "rootbound", "reference", 1.0, 0.0),
+    ("stat", "stat one file", "rootbound", "reference", 1.0, 0.0),
+    ("echo", "echo hi, bubblewrap", "rootbound", "subprocess", 1.0, 10.0),
+    ("echo", "echo hi, Landlock alone", "rootbound, sandbox: landlock", "subprocess", 1.0, 3.0),
+    ("grep1", "grep, 1x corpus", "rootbound", "rg", 1.5, 0.0),
+    ("grep10", "grep, 10x corpus", "rootbound", "rg", 1.5, 0.0),
+    ("glob10", "glob, 10x corpus", "rootbound", "rg --files", 2.0, 0.0),
+    ("cold", "cold start", "rootbound", "import mcp.server", 1.0, 100.0),
+]
+RSS_TARGET = 80 * 2**20
+
+
+def verdicts(results: dict[str, tuple[str, dict[str, Outcome]]], rss: dict[str, int | None]) -> None:
+    """Each of issue 18's targets this run could judge: met or not, by the medians of this run."""
+    lines = []
+    for key, title, who, against, times, plus in TARGETS:
+        outcomes = results.get(key, ("", {}))[1]
+        ours = outcomes.get(who)
+        theirs = next((o for name, o in outcomes.items() if name.startswith(against)), None)
+        if ours is None or theirs is None or not ours.samples or not theirs.samples:
+            continue
+        mine, bound = statistics.median(ours.samples), statistics.median(theirs.samples) * times + plus / 1000
+        limit = (f"{times:g}x " if times != 1 else "") + against + (f" + {plus:g} ms" if plus else "")
+        lines.append(f"  {'met    ' if mine <= bound else 'NOT met'}  {title}: {ms(mine)} ms, "
+                     f"target <= {limit} = {ms(bound)} ms")
+    peak = rss.get("rootbound")
+    if peak is not None and {op.key for op in OPS} <= set(results):  # "under the benchmark": the whole of it
+        lines.append(f"  {'met    ' if peak <= RSS_TARGET else 'NOT met'}  peak RSS (rootbound): {mb(peak)} MB, "
+                     f"target <= {mb(RSS_TARGET)} MB")
+    if lines:
+        print("\nissue 18's targets in this run:\n" + "\n".join(lines))
+
+
 def load() -> str:
     one, five, fifteen = os.getloadavg()
     return f"{one:.2f} {five:.2f} {fifteen:.2f} (1/5/15 min) on {os.cpu_count()} CPUs"
@@ -471,6 +507,7 @@ async def main(opts: argparse.Namespace) -> None:
             print(f"  {'baseline: idle python':28} {mb(idle):>8}")
     print("\nsummary: median ms (x the first baseline); ! marks a result count that differs from the baseline's")
     summary(results, sessions, rss, idle)
+    verdicts(results, rss)
     for label, why in skipped.items():
         print(f"\n{label} was skipped: {why}")
     print(f"\nload average at end: {load()}")
