@@ -47,6 +47,10 @@ def caller_fields() -> Mapping[str, str]:
     return _caller.get() or {}
 
 
+_PLAIN = frozenset({int, float, bool, type(None)})  # kept as they are by `shorten_all`
+_encode = json.JSONEncoder(default=str, ensure_ascii=False).encode  # made once: json.dumps builds one per line
+
+
 class JsonFormatter(logging.Formatter):
     _second: tuple[int, str] = (-1, "")  # the last second formatted, and its text: one line per call asks again
 
@@ -65,14 +69,16 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "msg": shorten(record.getMessage(), 2 * VALUE_LIMIT),
         }
-        line.update(shorten_all({k: v for k, v in vars(record).items() if k not in _STANDARD}))
+        for key, value in vars(record).items():  # what came with `extra=`; a tool-call line's are all plain values
+            if key not in _STANDARD:
+                line[shorten(key)] = value if type(value) in _PLAIN else shorten_all(value)
         for key, value in caller_fields().items():
             line.setdefault(key, shorten(value))
         if record.exc_info:
             # A traceback stays whole, but no line of it (an exception's message may quote input) runs long.
             line["exc"] = "\n".join(shorten(x, 2 * VALUE_LIMIT) for x in
                                     self.formatException(record.exc_info).splitlines())
-        return json.dumps(line, default=str, ensure_ascii=False)
+        return _encode(line)
 
 
 def shorten(text: str, limit: int = VALUE_LIMIT) -> str:
