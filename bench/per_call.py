@@ -1,4 +1,5 @@
-"""Per-call overhead end to end over stdio: rootbound's stat_file and read_file (10 KB) beside the SDK's own floor.
+"""Per-call overhead end to end over stdio: rootbound's stat_file, read_file (10 KB) and write_file (100 KB, atomic,
+fsynced, journaled as shipped) beside the SDK's own floor.
 
     .venv/bin/python bench/per_call.py [--rounds N] [--reference PATH]
 
@@ -7,8 +8,9 @@ transport (bench/_floor_server.py): what any Python MCP server pays per call bef
 from this checkout on a temp folder. With `--reference` (the reference filesystem server's executable, as
 bench/peers.py installs it into ~/.cache/rootbound-bench), it takes its turn too. All are driven by the SDK
 client, one call at a time, round-robin in one run; medians and p90s in ms, and each row's distance from the
-floor. Issue 18 item 2 wants stat and read at or under the reference server: the table shows how much of what is
-left is the SDK's (the floor) and how much is rootbound's.
+floor. Issue 18 item 2 wants all three at or under the reference server: the table shows how much of what is
+left is the SDK's (the floor) and how much is rootbound's (a write's fsync is not the reference's: it does not
+fsync).
 """
 
 from __future__ import annotations
@@ -35,18 +37,25 @@ async def run(rounds: int, reference: str | None, work: Path) -> None:
     (work / "files").mkdir()
     text = "".join(f"line {i:05d} " + "x" * 20 + "\n" for i in range(10240 // 32))
     (work / "files" / "read-10k.txt").write_text(text)
+    content = "".join(f"line {i:06d} " + "y" * 50 + "\n" for i in range(100_000 // 63))  # as bench/peers.py's
+    # As shipped: the change journal on (a write records its undo), in a state folder of the run's own.
     config = work / "rootbound.json"
-    config.write_text(json.dumps({"roots": [{"name": "bench", "path": str(work)}], "journal": "off"}))
-    rel = {"path": "files/read-10k.txt"}
+    config.write_text(json.dumps({"roots": [{"name": "bench", "path": str(work / "files")}],
+                                  "state_dir": str(work / "state")}))  # outside the root, as the server insists
+    rootbound = [sys.executable, "-m", "rootbound", "--config", str(config)]
+    rel = {"path": "read-10k.txt"}
     absolute = {"path": str(work / "files" / "read-10k.txt")}
     servers: list[tuple[str, list[str], str, dict[str, Any]]] = [
         ("SDK floor (constant stat)", [sys.executable, str(HERE / "_floor_server.py")], "stat_file", {}),
-        ("rootbound stat_file", [sys.executable, "-m", "rootbound", "--config", str(config)], "stat_file", rel),
-        ("rootbound read_file 10 KB", [sys.executable, "-m", "rootbound", "--config", str(config)], "read_file", rel),
+        ("rootbound stat_file", rootbound, "stat_file", rel),
+        ("rootbound read_file 10 KB", rootbound, "read_file", rel),
+        ("rootbound write_file 100 KB", rootbound, "write_file", {"path": "rb.txt", "content": content}),
     ]
     if reference:
         servers += [("reference get_file_info", [reference, str(work)], "get_file_info", absolute),
-                    ("reference read_text_file 10 KB", [reference, str(work)], "read_text_file", absolute)]
+                    ("reference read_text_file 10 KB", [reference, str(work)], "read_text_file", absolute),
+                    ("reference write_file 100 KB", [reference, str(work)], "write_file",
+                     {"path": str(work / "files" / "ref.txt"), "content": content})]
     async with AsyncExitStack() as stack:
         sessions = []
         for label, argv, tool, args in servers:
