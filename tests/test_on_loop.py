@@ -1,6 +1,6 @@
 """Quick looks run on the event loop (fs/onloop.py): stat_file and small reads need no worker thread, so they
-answer even while every quick worker is busy; a big file, or a path through a mount point beneath the root
-(which could be NFS or FUSE, and hang), still goes to a worker."""
+answer even while every quick worker is busy; a big file, a path through a mount point beneath the root
+(which could be NFS or FUSE, and hang), or a file another process holds a lease on, still goes to a worker."""
 
 from __future__ import annotations
 
@@ -98,3 +98,46 @@ async def test_escapes_are_refused_on_the_event_loop_as_in_a_worker(server: Harn
     text = await server.err("read_file", path="out")
     assert "OUTSIDE-SECRET" not in text and str(outside) not in text
     assert (await server.ok("stat_file", path="out"))["target"]["type"] == "external"
+
+
+@contextlib.contextmanager
+def write_lease(path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """Another process holding a write lease on `path` (as Samba or an NFS server may, and any process owning the
+    file): an open for reading waits for the holder to give it up, up to /proc/sys/fs/lease-break-time (45 s)."""
+    holder = subprocess.Popen(
+        ["python3", "-c", "import fcntl, os, signal, sys\n"
+         "fd = os.open(sys.argv[1], os.O_RDONLY)\n"
+         "signal.signal(signal.SIGIO, lambda *_: None)  # told of a lease break: hold on regardless\n"
+         "fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)\n"
+         "print('held', flush=True)\n"
+         "sys.stdin.read()\n", str(path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+async def test_a_file_under_a_lease_is_read_in_a_worker(server: Harness, workspace: Path) -> None:
+    """Opening a leased file for reading waits until its holder lets go: on the event loop that wait would
+    stall every call of every client (up to 45 s), so the loop's open does not wait, and the read goes to a
+    worker, which waits there while other calls answer."""
+    (workspace / "leased.txt").write_text("under a lease\n")
+    (workspace / "other.txt").write_text("free\n")
+    with write_lease(workspace / "leased.txt") as holder:
+        async with anyio.create_task_group() as tg:
+            read: dict[str, object] = {}
+
+            async def read_leased() -> None:
+                read.update(await server.ok("read_file", path="leased.txt"))
+
+            tg.start_soon(read_leased)
+            await anyio.sleep(0.2)  # the read is waiting for the lease now
+            with anyio.fail_after(2):
+                assert (await server.ok("stat_file", path="other.txt"))["size"] == 5
+                assert (await server.ok("read_file", path="other.txt"))["content"] == "free\n"
+            assert not read, "the read did not wait for the lease"
+            holder.kill()  # the lease goes with its holder: the waiting read goes on
+    assert read["content"] == "under a lease\n"

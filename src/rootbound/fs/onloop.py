@@ -7,7 +7,9 @@ So a read-only quick call (stat_file, read_file of a small file) first runs on t
 * the root's filesystem is a local one (its statfs magic is in LOCAL_FILESYSTEMS: no NFS, SMB, FUSE, sshfs);
 * paths resolve with openat2 and RESOLVE_NO_XDEV, so no mount point beneath the root (an NFS or FUSE mount,
   an automount) is ever entered — the kernel refuses at the mount, before the other filesystem is asked;
-* a file to read is at most MAX_BYTES.
+* a file to read is at most MAX_BYTES, and is opened without waiting (O_NONBLOCK): a file another process
+  holds a lease on (Samba, an NFS server, any process owning it) makes an open for reading wait for the holder,
+  up to /proc/sys/fs/lease-break-time (45 s).
 
 Anything else raises `Offload` before any data is read, and the call runs in a worker thread as it always did
 (`tools/base.py`): a read-only call has changed nothing. The resolution is the same RESOLVE_BENEATH walk, with one

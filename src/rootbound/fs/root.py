@@ -207,6 +207,8 @@ class Root:
         try:
             return open_beneath(self._fd, parts, flags, follow=follow)
         except OSError as exc:
+            if isinstance(exc, BlockingIOError) and onloop.active():  # a leased file: a worker may wait (see `open`)
+                raise onloop.Offload from None
             raise path_error(op, path, exc) from None
 
     def open(self, path: str, kinds: Kinds = Kinds.FILE) -> File:
@@ -228,10 +230,17 @@ class Root:
             if kind is Kinds.OTHER:
                 opened, probe = File(probe, st), -1
                 return opened
+            on_loop = onloop.active()
             if kind is Kinds.FILE:
                 onloop.check_size(st.st_size)
             try:  # the inode the probe holds, not the path again
-                fd = os.open(f"/proc/self/fd/{probe}", os.O_RDONLY | os.O_CLOEXEC)
+                # On the event loop the open must not wait: a file another process holds a lease on makes it wait
+                # for the holder (up to /proc/sys/fs/lease-break-time, 45 s), which a worker may, the loop not.
+                fd = os.open(f"/proc/self/fd/{probe}", os.O_RDONLY | os.O_CLOEXEC | (os.O_NONBLOCK if on_loop else 0))
+            except BlockingIOError as exc:
+                if on_loop:
+                    raise onloop.Offload from None
+                raise path_error("open", path, exc) from None
             except FileNotFoundError:  # no /proc (some containers): a non-blocking open is the next best
                 fd = self._resolve("open", path, parts, _READ)
                 os.set_blocking(fd, True)
