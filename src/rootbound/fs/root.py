@@ -527,11 +527,12 @@ class Target:
 
     def write_atomic(self, data: bytes | Callable[[int], int], *, like: os.stat_result | None, replace: bool = True,
                      new_mode: int = atomic.NEW_FILE_MODE, before_commit: Callable[[], None] | None = None,
-                     op: str = "write") -> int:
+                     op: str = "write", digest: str | None = None) -> int:
         """Put `data` (or what the function writes to the new file) here, atomically; return its size.
 
         The file keeps the mode and owner of the one it replaces (`like`), else gets `new_mode`.
-        `replace=False` fails (EXISTS) if the name exists meanwhile; `before_commit` may still refuse."""
+        `replace=False` fails (EXISTS) if the name exists meanwhile; `before_commit` may still refuse.
+        `digest`: the sha256 of `data` when the caller has it (the journal records it; else it is computed)."""
         fill = data if callable(data) else (lambda fd: write_all(fd, data))
         perms = stat.S_IMODE(like.st_mode) if like is not None else new_mode
         with journaling.recording(self.root) as rec:
@@ -550,7 +551,7 @@ class Target:
                                          before_commit=ready if rec.on else before_commit)
             except FileExistsError:  # created by another writer between our look and the link
                 raise PathError(op, self.path, Kind.EXISTS) from None
-            rec.commit({rel: hashlib.sha256(data).hexdigest()} if rec.on and not callable(data) else None)
+            rec.commit({rel: digest or hashlib.sha256(data).hexdigest()} if rec.on and not callable(data) else None)
         return size
 
     def append(self, data: bytes) -> bool:

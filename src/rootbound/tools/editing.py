@@ -120,9 +120,11 @@ def edit_file(ctx: CallContext, args: EditFileArgs) -> ToolOutput:
         except editing.EditError as exc:
             raise ToolError(str(exc)) from None
         new = done.text.encode("utf-8")
-        target.write_atomic(new, like=st, replace=st is not None, before_commit=lambda: target.unchanged_since(st))
+        digest = sha256(new)
+        target.write_atomic(new, like=st, replace=st is not None, before_commit=lambda: target.unchanged_since(st),
+                            digest=digest)
     result = EditFileResult(path=shown, replacements=done.replacements, first_changed_line=done.first_changed_line,
-                            size=len(new), created=st is None, sha256=sha256(new))
+                            size=len(new), created=st is None, sha256=digest)
     n = done.replacements
     head = (f"Created {shown} ({len(new)} bytes)." if st is None else
             f"Edited {shown}: {n} replacement{'s' * (n != 1)}, first changed line {done.first_changed_line}.")

@@ -126,10 +126,10 @@ def write_file(ctx: CallContext, args: WriteFileArgs) -> WriteFileResult:
             if args.mode == "create_only" and st is not None:
                 raise PathError("create", path, Kind.EXISTS)
             unchanged = (lambda: target.unchanged_since(st)) if args.expected_sha256 else None
-            target.write_atomic(data, like=st, replace=args.mode == "overwrite", before_commit=unchanged,
-                                op="create" if args.mode == "create_only" else "write")
-            created = st is None
             digest = sha256(data)
+            target.write_atomic(data, like=st, replace=args.mode == "overwrite", before_commit=unchanged,
+                                op="create" if args.mode == "create_only" else "write", digest=digest)
+            created = st is None
     return WriteFileResult(path=display_path(split_path(path)), size=len(data), mode=args.mode, created=created,
                            sha256=digest)
 
@@ -196,12 +196,14 @@ def patch_file(ctx: CallContext, args: PatchFileArgs) -> PatchFileResult:
             new, applied = patching.apply(data, fp)
         except patching.PatchError as exc:
             raise ToolError(str(exc)) from None
+        digest = sha256(new)
         if new != data or st is None:
-            target.write_atomic(new, like=st, replace=st is not None, before_commit=lambda: target.unchanged_since(st))
+            target.write_atomic(new, like=st, replace=st is not None, before_commit=lambda: target.unchanged_since(st),
+                                digest=digest)
     return PatchFileResult(
         path=display_path(split_path(path)), hunks_applied=len(applied),
         hunks=[HunkResult(hunk=a.hunk, line=a.line, offset=a.offset) for a in applied],
-        created=st is None, size=len(new), sha256=sha256(new))
+        created=st is None, size=len(new), sha256=digest)
 
 
 # -- create_folder --------------------------------------------------------------------------------
