@@ -2,7 +2,8 @@
 bwrap, in the same run (target: Landlock adds < 2 ms median); then the two ways to apply Landlock without
 `preexec_fn`, measured on a bare spawn: a fresh restricted thread (what rootbound uses) against an exec launcher
 (the Python program bubblewrap needs anyway, `rootbound.sandbox.exec`), with and without the seccomp filter; and
-what the filter adds to each system call a command makes.
+what the filter adds to each system call a command makes; last, what each part of one command's bubblewrap costs
+(its real command line run whole and with one namespace, mount or the launcher left out, taking turns).
 
     python bench/sandbox.py [N]
 """
@@ -24,9 +25,12 @@ from mcp import Client
 
 from _util import checked, measure, print_table, verdict
 from rootbound.config import load_config
+from rootbound.execution.launch import Launch
+from rootbound.fs import Root
 from rootbound.sandbox import bwrap, helper, landlock, limits, seccomp
 from rootbound.sandbox.launchers import _restrict
 from rootbound.sandbox.layout import DEVICES, SYSTEM_PATHS
+from rootbound.sandbox.select import launcher_for
 from rootbound.sandbox.spawn import _in_thread
 from rootbound.server import App
 
@@ -179,12 +183,81 @@ def syscall_cost() -> None:
     print(f"  installing the filter on a thread (thread start included): {min(install_times) * 1e6:.0f} us best")
 
 
+def _without(argv: list[str], flag: str, arity: int, value: str | None = None) -> list[str]:
+    """bubblewrap's options up to its `--` with every `flag` (taking `arity` values, the first `value` if given)
+    left out; the launcher's options after it stay."""
+    end = argv.index("--")
+    out, i = [], 0
+    while i < end:
+        if argv[i] == flag and (value is None or argv[i + 1] == value):
+            i += 1 + arity
+            continue
+        out.append(argv[i])
+        i += 1
+    return out + argv[end:]
+
+
+def _without_launcher(argv: list[str]) -> list[str]:
+    """bubblewrap executing the command itself: no Landlock, no bind checks, no limits (to price the launcher)."""
+    start = argv.index(helper.PATH, argv.index("--"))
+    end = argv.index("--", start + 1)
+    return [*argv[:start], argv[end + 1], *argv[end + 3:]]
+
+
+async def bwrap_parts(tmp: str) -> None:
+    """What each part of one command's bubblewrap costs: the real command line (`BwrapLauncher.wrap`, a git
+    repository as root) run whole and with one part left out, taking turns. Parts every guarantee needs are priced
+    too, to show where the time goes; a difference under ~0.5 ms is noise on a shared machine."""
+    if not bwrap.probe().ok or helper.helper_bytes() is None:
+        print("\nbubblewrap's parts: skipped (bubblewrap or the compiled launcher unavailable)")
+        return
+    root = os.path.join(tmp, "repo")
+    os.mkdir(root)
+    subprocess.run(["git", "init", "-q", root], check=True)
+    config = load_config(None, [f"bench={root}"], overrides={"commands": {"allowed": ["echo"], "sandbox": "bwrap"}},
+                         env={})
+    launcher = launcher_for(config)
+    served = Root("bench", root, frozenset({"write_file"}), os.open(root, os.O_RDONLY | os.O_DIRECTORY))
+    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+    parts: dict[str, Callable[[list[str]], list[str]]] = {
+        "whole": lambda a: a,
+        "without /sys": lambda a: _without(a, "--ro-bind", 2, "/sys"),
+        "without --dev /dev": lambda a: _without(a, "--dev", 1),
+        "without --unshare-net": lambda a: _without(a, "--unshare-net", 0),
+        "without --unshare-ipc": lambda a: _without(a, "--unshare-ipc", 0),
+        "without --unshare-uts": lambda a: _without(a, "--unshare-uts", 0),
+        "without --unshare-cgroup-try": lambda a: _without(a, "--unshare-cgroup-try", 0),
+        "without the launcher": _without_launcher,
+    }
+
+    def case(change: Callable[[list[str]], list[str]]) -> Callable[[], None]:
+        def run() -> None:
+            launch = launcher.wrap(Launch("/usr/bin/echo", ["echo", "hi"], served.handle(), root, env,
+                                          roots=(served,)))
+            try:
+                done = subprocess.run(change(list(launch.argv)), executable=launch.executable, capture_output=True,
+                                      cwd=root, env=dict(launch.env), start_new_session=True,
+                                      pass_fds=launch.popen_options["pass_fds"])
+                assert done.stdout == b"hi\n", done.stderr
+            finally:
+                if launch.cleanup is not None:
+                    launch.cleanup()
+        return run
+
+    samples = await measure({name: case(change) for name, change in parts.items()}, N, warmup=3)
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print_table("bubblewrap's parts: one command's echo hi, whole and without one part (not a configuration)",
+                samples, "whole")
+
+
 async def main() -> None:
     print(f"Landlock: {landlock.support().describe()}; bubblewrap: {bwrap.probe().detail}")
     with tempfile.TemporaryDirectory() as tmp:
         await tool_calls(tmp)
         await bare_spawns(tmp)
     syscall_cost()
+    with tempfile.TemporaryDirectory() as tmp:
+        await bwrap_parts(tmp)
 
 
 if __name__ == "__main__":

@@ -74,6 +74,24 @@ async def test_private_temp_directory_and_home(servers: CommandServers, sandbox:
 
 
 @pytest.mark.parametrize("sandbox", SANDBOXES)
+async def test_command_output_is_shown_to_commands_once_it_holds_spill_files(servers: CommandServers,
+                                                                              sandbox: str) -> None:
+    h = await servers({"allowed": "*", "sandbox": sandbox, "max_output_size": 1024})
+    assert h.app.spill is not None
+    empty = h.app.spill.empty.real_path
+    # Before this client's first spill its command-output root is the shared empty placeholder: not in the view.
+    got = await h.ok("execute_command", command=f"ls -a {empty}")
+    assert got["exit_code"] != 0 and got["stdout"] == "", got
+    assert (await h.ok("execute_command", command="pwd", root="command-output"))["exit_code"] == 0
+    # Once it holds this client's spill files, a command reads them there (read-only).
+    [spill] = (await h.ok("execute_command", command="seq 1 5000"))["output_files"]
+    got = await h.ok("execute_command", command=f"tail -n 2 {spill['path']}", root="command-output")
+    assert got["stdout"] == "4999\n5000\n", got
+    got = await h.ok("execute_command", command=f"truncate -s 0 {spill['path']}", root="command-output")
+    assert got["exit_code"] != 0, got
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
 async def test_no_capabilities(servers: CommandServers, sandbox: str) -> None:
     h = await servers({"allowed": "*", "sandbox": sandbox})
     got = await h.ok("execute_command", command="grep -E '^(Cap|NoNewPrivs)' /proc/self/status")

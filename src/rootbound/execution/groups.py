@@ -113,9 +113,11 @@ class ProcessGroups:
             if not (killed or reaped):
                 break
             rounds += 1
-            # SIGKILLed processes die and re-parent their children meanwhile. A round that only reaped zombies
-            # (bubblewrap's own processes, every time) needs no wait: their children were re-parented already.
-            await anyio.sleep(0.005 if killed else 0)
+            # A round that only reaped zombies (bubblewrap's own sandbox init, every time) ends it: their children
+            # were re-parented to us when they died, before this round listed ours, so it saw them already.
+            if not killed:
+                break
+            await anyio.sleep(0.005)  # SIGKILLed processes die and re-parent their children meanwhile
         return rounds
 
     def _stray_round(self, command_id: str | None) -> tuple[int, int]:
