@@ -15,6 +15,7 @@ from rootbound.config import load_config
 from rootbound.report import describe_commands
 from rootbound.sandbox import bwrap, landlock
 from rootbound.sandbox.select import headline
+from tests import live
 from tests.conftest import Harness
 from tests.test_commands_support import CommandServers, eventually
 
@@ -237,3 +238,52 @@ async def test_other_threads_stay_unrestricted(servers: CommandServers, tmp_path
     await h.ok("execute_command", command="true")
     (outside / "server-can-still-write").write_text("yes")  # the spawner thread's restriction died with it
     assert (outside / "server-can-still-write").read_text() == "yes"
+
+
+@AS_ROOT
+def test_a_killed_servers_private_directories_are_swept_by_the_next(tmp_path: Path) -> None:
+    """A server killed outright removes nothing: the private directory of the command it was running stays in the
+    temp folder. The next server that runs a command there removes it, and nothing else: not a live server's, not
+    another PID namespace's, not a link with such a name (nor what it leads to), not a name it did not make."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    config = live.write_config(tmp_path, commands={"allowed": ["sleep", "true"], "sandbox": "landlock"})
+    env = live.clean_env(TMPDIR=str(temp))
+    with live.raw_stdio(["--config", str(config)], tmp_path / "first.log", env) as first:
+        first.initialize()
+        first.send(live.call("execute_command", {"command": "sleep 30"}, 1))
+        assert live.wait_until(lambda: list(temp.iterdir()), 10), "the command made no private directory"
+        left = list(temp.iterdir())
+        os.kill(first.proc.pid, 9)
+        first.proc.wait()
+    assert all(p.exists() for p in left)
+    namespace = os.stat("/proc/self/ns/pid").st_ino
+    gone = _dead_pid()
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("not the sweeper's")
+    kept = [temp / f"rootbound-cmd-{namespace}-{os.getpid()}-{'a' * 16}",  # a live server's
+            temp / f"rootbound-cmd-{namespace + 1}-{gone}-{'b' * 16}",  # another PID namespace's
+            temp / f"rootbound-cmd-{'c' * 16}",  # not a name a server made
+            temp / "unrelated"]
+    for path in kept:
+        path.mkdir()
+    link = temp / f"rootbound-cmd-{namespace}-{gone}-{'d' * 16}"
+    link.symlink_to(victim)
+    stale = temp / f"rootbound-cmd-{namespace}-{gone}-{'e' * 16}"
+    (stale / ".home").mkdir(parents=True)
+    (stale / "build.o").write_text("left by a killed command")
+    with live.raw_stdio(["--config", str(config)], tmp_path / "second.log", env) as second:
+        second.initialize()
+        second.send(live.call("execute_command", {"command": "true"}, 1))
+        assert "result" in second.answer(1)
+        assert live.wait_until(lambda: not stale.exists() and not any(p.exists() for p in left), 10), \
+            sorted(p.name for p in temp.iterdir())
+    assert all(p.is_dir() for p in kept) and link.is_symlink() and (victim / "keep.txt").exists()
+
+
+def _dead_pid() -> int:
+    """The PID of a process that has ended (and been reaped)."""
+    done = subprocess.Popen(["true"])
+    done.wait()
+    return done.pid

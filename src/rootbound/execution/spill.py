@@ -1,7 +1,7 @@
 """Spill files: the full output of a command whose result had to be cut, kept where the agent can page through it.
 
 They live in a private directory the server creates for itself (mode 0700 under
-the system temp directory, named `rootbound-output-<pid>-*`), with one
+the system temp directory, named `rootbound-output-<pid namespace>-<pid>-*`), with one
 subdirectory per client (`SpillArea`): a stdio connection, an HTTP session, or —
 for sessionless 2026-07-28 requests — an auth principal. Each client is served its
 own subdirectory as the extra root `command-output`, which allows only the
@@ -24,13 +24,13 @@ import errno
 import os
 import secrets
 import shutil
-import stat
 import tempfile
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from rootbound import leftovers
 from rootbound.catalogue import SPILL_TOOLS
 from rootbound.fs import Root
 
@@ -48,39 +48,13 @@ class SpillRoot(Root):
     """The server's own spill directory (a distinct type, so an operator root is never mistaken for it)."""
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _remove_stale(base: str) -> None:
-    """Remove spill directories of servers that are no longer running (ours only: same owner)."""
-    with contextlib.suppress(OSError), os.scandir(base) as it:
-        for entry in it:
-            if not entry.name.startswith(_PREFIX):
-                continue
-            pid_text = entry.name[len(_PREFIX):].split("-", 1)[0]
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if (pid_text.isdigit() and stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid()
-                    and not _alive(int(pid_text))):
-                shutil.rmtree(entry.path, ignore_errors=True)
-
-
 class SpillStore:
     """The server's spill directory: hands out one private area per client."""
 
     def __init__(self, taken: Mapping[str, Root] | None = None, base: str | None = None) -> None:
         base = base or tempfile.gettempdir()
-        _remove_stale(base)
-        path = tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-", dir=base)  # mode 0700
+        leftovers.sweep(base, _PREFIX)  # what servers killed outright left
+        path = tempfile.mkdtemp(prefix=leftovers.name(_PREFIX), dir=base)  # mode 0700
         # A root name no operator root uses.
         name, n = SPILL_ROOT_NAME, 1
         while taken is not None and name in taken:

@@ -8,6 +8,10 @@ the removal. On the event loop an empty directory is removed a moment later, onc
 the answer has gone out (a thread woken at once would take the interpreter's lock
 from the answer, about 0.4 ms); what is not empty goes to one background thread.
 What is still pending when the interpreter exits is removed then.
+
+A server killed outright (SIGKILL, a crash) removes nothing: the directories it left are
+swept by the next server that runs a command there (`sweep_stale`, once, in a thread of
+its own; `rootbound.leftovers` says which are a gone server's).
 """
 
 from __future__ import annotations
@@ -18,10 +22,13 @@ import contextlib
 import errno
 import os
 import queue
+import secrets
 import shutil
 import threading
 
-__all__ = ["drain", "remove_later"]
+from rootbound import leftovers
+
+__all__ = ["drain", "private_name", "remove_later", "sweep_stale"]
 
 LATER = 0.05  # seconds: after the answer of the call that ran the command
 
@@ -29,6 +36,26 @@ _pending: set[str] = set()  # handed over, not yet removed (for `drain`)
 _queue: queue.SimpleQueue[str | None] = queue.SimpleQueue()
 _lock = threading.Lock()
 _worker: list[threading.Thread] = []
+
+
+PREFIX = "rootbound-cmd-"
+
+
+def private_name() -> str:
+    """A fresh name for a command's private directory, saying which server made it (`rootbound.leftovers`)."""
+    return f"{leftovers.name(PREFIX)}{secrets.token_hex(8)}"
+
+
+_swept: set[str] = set()
+
+
+def sweep_stale(parent: str) -> None:
+    """Remove, in the background, the private directories in `parent` that killed servers left (once per folder)."""
+    with _lock:
+        if parent in _swept:
+            return
+        _swept.add(parent)
+    threading.Thread(target=leftovers.sweep, args=(parent, PREFIX), name="rootbound-sweep", daemon=True).start()
 
 
 def remove_later(path: str) -> None:

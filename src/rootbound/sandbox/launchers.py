@@ -16,7 +16,6 @@ import contextlib
 import errno
 import json
 import os
-import secrets
 import tempfile
 import time
 from collections.abc import Sequence
@@ -315,10 +314,12 @@ def _after_landlock(base: str, areas: list[Bind], held: Sequence[int] = ()) -> l
 
 
 def _private_dir() -> str:
-    """A new directory only this command may write (mode 0700), under the server's temp directory."""
+    """A new directory only this command may write (mode 0700), under the server's temp directory (where the first
+    one also has the directories of killed servers swept: `janitor.sweep_stale`)."""
     parent = tempfile.gettempdir()
+    janitor.sweep_stale(parent)
     while True:
-        path = os.path.join(parent, f"rootbound-cmd-{secrets.token_hex(8)}")
+        path = os.path.join(parent, janitor.private_name())
         try:
             os.mkdir(path, 0o700)
             return path
