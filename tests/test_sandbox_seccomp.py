@@ -458,3 +458,38 @@ def test_acl_blob_is_what_the_kernel_accepts(tmp_path: Path) -> None:
             pytest.skip("this file system has no POSIX ACLs")
         raise
     assert "system.posix_acl_access" in os.listxattr(target)
+
+
+LEASE_PROBE = r'''
+import errno, fcntl, json, os, signal, sys
+signal.signal(signal.SIGIO, lambda *_: None)  # a lease holder told of an open elsewhere holds on
+out = {}
+for name, kind in (("write", fcntl.F_WRLCK), ("read", fcntl.F_RDLCK)):
+    fd = os.open(sys.argv[1], os.O_RDONLY)
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, kind)
+        out[name] = "ok"
+    except OSError as e:
+        out[name] = errno.errorcode[e.errno]
+    finally:
+        os.close(fd)
+print(json.dumps(out))
+'''
+
+
+@AS_ROOT
+@pytest.mark.parametrize("network", [False, True])
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+async def test_no_command_can_take_a_file_lease(servers: CommandServers, tmp_path: Path, sandbox: str,
+                                                network: bool) -> None:
+    """A lease holder makes every other process's open() of the file wait for it, up to lease-break-time (45 s),
+    again and again: a uid-0 command owns every root-owned file it can read (/etc/passwd, a system program) and
+    could stall the host's processes and the server. The filter refuses F_SETLEASE in every sandboxed command,
+    whatever the network setting (with the network allowed there was no filter at all)."""
+    command = run_probe(tmp_path / "workspace", LEASE_PROBE)
+    leased = tmp_path / "workspace" / "owned-by-root.txt"
+    leased.write_text("a file the command's uid owns\n")
+    h = await servers({"allowed": "*", "sandbox": sandbox, "network": network})
+    got = await h.ok("execute_command", command=f"{command} {leased.name}", root="workspace")
+    assert got["exit_code"] == 0, got
+    assert json.loads(got["stdout"]) == {"write": "EACCES", "read": "EACCES"}

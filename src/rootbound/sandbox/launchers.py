@@ -256,9 +256,9 @@ class LandlockLauncher(_Base):
                 handles.append(rule.fd)
         options += self._launcher_process()
         held: list[int] = []
-        sockets = _sockets_filtered(self.config)
-        if sockets or self.stays_root:
-            held.append(helper.stage(seccomp.program(sockets=sockets, metadata=self.stays_root)))
+        if seccomp.supported():  # always: io_uring and leases are refused whatever else is
+            held.append(helper.stage(seccomp.program(sockets=_sockets_filtered(self.config),
+                                                     metadata=self.stays_root)))
             options += ["--filter", str(held[-1])]
         path = f"/proc/self/fd/{exe}"
         return replace(launch, executable=path, argv=[path, *options, "--", launch.executable, *launch.argv],
@@ -346,9 +346,8 @@ def _restrict(*, rules: list[landlock.Rule], network: bool, user: RunAs | None, 
         os.close(ruleset)
         raise
     landlock.enforce(ruleset)
-    sockets = not network and seccomp.supported()
-    if sockets or metadata:
-        seccomp.restrict_thread(sockets=sockets, metadata=metadata)
+    if seccomp.supported():  # always: io_uring and leases are refused whatever else is
+        seccomp.restrict_thread(sockets=not network, metadata=metadata)
 
 
 class BwrapLauncher(_Base):
@@ -428,8 +427,10 @@ class BwrapLauncher(_Base):
         return helper.helper_bytes()
 
     def _seccomp_kinds(self) -> list[str]:
-        return [kind for kind, wanted in (("sockets", _sockets_filtered(self.config)), ("setid", self.stays_root))
-                if wanted]
+        if not seccomp.supported():
+            return []
+        return ["base", *(kind for kind, wanted in (("sockets", _sockets_filtered(self.config)),
+                                                   ("setid", self.stays_root)) if wanted)]
 
     def _launcher(self, launch: Launch, where: Layout, private_home: bool, checks: list[str],
                   compiled: bool) -> list[str]:

@@ -39,8 +39,12 @@ root file on the host that any local user can run to become root. chmod calls
 whose mode carries S_ISUID or S_ISGID are refused (EPERM). (A file *created* with
 those bits loses them on its first write: the command has no CAP_FSETID.)
 
-Either way `io_uring_setup` is refused (ENOSYS, so programs fall back): io_uring
-creates sockets and sets xattrs without these system calls.
+Always (whenever a command is sandboxed on a CPU this filter knows): `io_uring_setup` is
+refused (ENOSYS, so programs fall back): io_uring creates sockets and sets xattrs without
+these system calls; and so is taking a file lease (`fcntl(F_SETLEASE)`, EACCES). A lease
+holder makes every other process's open() of the file wait for it, up to the kernel's
+lease-break-time (45 s) each time: a uid-0 command could take one on any root-owned file it
+can read (/etc/passwd, a system program) and stall the host's processes, and the server's.
 
 Like Landlock, the filter belongs to the calling thread and is inherited by what
 it starts; it needs no_new_privs, which this module sets. Imported by the launcher
@@ -74,6 +78,7 @@ _IPPROTO_TCP: Final = 6
 _NETLINK_ROUTE: Final = 0
 _MSG_FASTOPEN: Final = 0x20000000
 _SET_ID: Final = 0o6000  # S_ISUID | S_ISGID
+_F_SETLEASE: Final = 1024
 # Classic BPF opcodes.
 _LD_W_ABS: Final = 0x20
 _AND_K: Final = 0x54
@@ -95,24 +100,27 @@ _SOCKET_ACTIONS: Final = {"socket": "socket", "socketpair": "socketpair", "liste
 _METADATA: Final = ("chmod", "fchmod", "fchmodat", "fchmodat2", "setxattr", "lsetxattr", "fsetxattr",
                     "removexattr", "lremovexattr", "fremovexattr", "setxattrat", "removexattrat")
 _SETID_ACTIONS: Final = {"chmod": "mode1", "fchmod": "mode1", "fchmodat": "mode2", "fchmodat2": "mode2"}
+_ALWAYS: Final = {"io_uring_setup": "nosys", "fcntl": "lease", "fcntl64": "lease"}
 
 # Numbers from the kernel's tables (arch/x86/entry/syscalls/syscall_{64,32}.tbl, include/uapi/asm-generic/unistd.h
 # for arm64, arch/arm/tools/syscall.tbl); 425 and up are the same on every architecture. tests/test_sandbox_seccomp.py
 # checks them against the installed headers.
 _NEW: Final = {"io_uring_setup": 425, "fchmodat2": 452, "setxattrat": 463, "removexattrat": 466}
-_X86_64: Final = {"socket": 41, "sendto": 44, "sendmsg": 46, "listen": 50, "socketpair": 53, "chmod": 90,
-                  "fchmod": 91, "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190, "removexattr": 197,
+_X86_64: Final = {"socket": 41, "sendto": 44, "sendmsg": 46, "listen": 50, "socketpair": 53, "fcntl": 72,
+                  "chmod": 90, "fchmod": 91, "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190, "removexattr": 197,
                   "lremovexattr": 198, "fremovexattr": 199, "fchmodat": 268, "sendmmsg": 307, **_NEW}
 _X32_OWN: Final = {"sendmsg": 518, "sendmmsg": 538}  # x32's own entries (its 64-bit-only numbers are listed too)
-_I386: Final = {"chmod": 15, "fchmod": 94, "socketcall": 102, "setxattr": 226, "lsetxattr": 227, "fsetxattr": 228,
-                "removexattr": 235, "lremovexattr": 236, "fremovexattr": 237, "fchmodat": 306, "sendmmsg": 345,
-                "socket": 359, "socketpair": 360, "listen": 363, "sendto": 369, "sendmsg": 370, **_NEW}
+_I386: Final = {"chmod": 15, "fcntl": 55, "fchmod": 94, "socketcall": 102, "fcntl64": 221, "setxattr": 226,
+                "lsetxattr": 227, "fsetxattr": 228, "removexattr": 235, "lremovexattr": 236, "fremovexattr": 237,
+                "fchmodat": 306, "sendmmsg": 345, "socket": 359, "socketpair": 360, "listen": 363, "sendto": 369,
+                "sendmsg": 370, **_NEW}
 _AARCH64: Final = {"setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14, "lremovexattr": 15,
-                   "fremovexattr": 16, "fchmod": 52, "fchmodat": 53, "socket": 198, "socketpair": 199, "listen": 201,
-                   "sendto": 206, "sendmsg": 211, "sendmmsg": 269, **_NEW}
-_ARM: Final = {"chmod": 15, "fchmod": 94, "setxattr": 226, "lsetxattr": 227, "fsetxattr": 228, "removexattr": 235,
-               "lremovexattr": 236, "fremovexattr": 237, "socket": 281, "listen": 284, "socketpair": 288, "send": 289,
-               "sendto": 290, "sendmsg": 296, "fchmodat": 333, "sendmmsg": 374, **_NEW}
+                   "fremovexattr": 16, "fcntl": 25, "fchmod": 52, "fchmodat": 53, "socket": 198, "socketpair": 199,
+                   "listen": 201, "sendto": 206, "sendmsg": 211, "sendmmsg": 269, **_NEW}
+_ARM: Final = {"chmod": 15, "fcntl": 55, "fchmod": 94, "fcntl64": 221, "setxattr": 226, "lsetxattr": 227,
+               "fsetxattr": 228, "removexattr": 235, "lremovexattr": 236, "fremovexattr": 237, "socket": 281,
+               "listen": 284, "socketpair": 288, "send": 289, "sendto": 290, "sendmsg": 296, "fchmodat": 333,
+               "sendmmsg": 374, **_NEW}
 
 
 def _x86_64_and_x32() -> dict[str, tuple[int, ...]]:
@@ -148,7 +156,7 @@ class _Prog(ctypes.Structure):
 def _program(table: dict[int, dict[str, tuple[int, ...]]], *, sockets: bool, metadata: bool, setid: bool
              ) -> list[tuple[int, int, int, int]]:
     """The filter as (code, jt, jf, k), built with symbolic labels (all jumps forward) and resolved at the end."""
-    actions = {"io_uring_setup": "nosys"}
+    actions = dict(_ALWAYS)
     if sockets:
         actions.update(_SOCKET_ACTIONS)
     if setid:
@@ -185,6 +193,8 @@ def _program(table: dict[int, dict[str, tuple[int, ...]]], *, sockets: bool, met
     # chmod(path, mode), fchmod(fd, mode); fchmodat(dirfd, path, mode), fchmodat2(dirfd, path, mode, flags)
     block("mode1", (_LD_W_ABS, 0, 0, _arg(1)), (_JSET_K, "eperm", "allow", _SET_ID))
     block("mode2", (_LD_W_ABS, 0, 0, _arg(2)), (_JSET_K, "eperm", "allow", _SET_ID))
+    # fcntl(fd, cmd, arg): no lease (F_SETLEASE); every other command as it is
+    block("lease", (_LD_W_ABS, 0, 0, _arg(1)), (_JEQ_K, "eacces", "allow", _F_SETLEASE))
     block("allow", (_RET_K, 0, 0, _RET_ALLOW))
     block("eacces", (_RET_K, 0, 0, _RET_ERRNO | errno.EACCES))
     block("eperm", (_RET_K, 0, 0, _RET_ERRNO | errno.EPERM))
@@ -235,6 +245,7 @@ def restrict_thread(*, sockets: bool, metadata: bool, setid: bool = False) -> No
 
     `sockets`: refuse every socket Landlock cannot police (network off). `metadata`: refuse chmod and xattr
     writes (uid 0 under Landlock alone). `setid`: refuse chmod to set-uid or set-gid (uid 0 under bubblewrap).
+    io_uring and file leases are refused whatever the options.
     """
     prog = _prog(sockets, metadata, setid)
     _check(_prctl(ctypes.c_int(_PR_SET_NO_NEW_PRIVS), ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0),
