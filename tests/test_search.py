@@ -423,6 +423,40 @@ async def test_glob_max_results_max_depth_and_sorting(server: Harness, workspace
     assert await server.err("glob", root="workspace", pattern="*", path="c.txt") == "not a directory: c.txt"
 
 
+async def test_glob_truncates_in_walk_order_then_sorts(server: Harness, workspace: Path) -> None:
+    # The walk goes a, a/x.py, a-b.py, a.py (each folder's names sorted, its contents right after it); the paths
+    # sorted are a-b.py, a.py, a/x.py. max_results keeps the first two the walk met, then sorts them.
+    (workspace / "a").mkdir()
+    for rel in ("a/x.py", "a-b.py", "a.py"):
+        (workspace / rel).write_text("x")
+    few = await server.ok("glob", root="workspace", pattern="**/*.py", max_results=2)
+    assert paths(few) == ["a-b.py", "a/x.py"] and few["truncated"] is True
+    assert paths(await server.ok("glob", root="workspace", pattern="**/*.py", max_results=3)) == [
+        "a-b.py", "a.py", "a/x.py"]
+
+
+async def test_glob_lists_symlinks_without_entering_them_and_hides_temp_names(
+        server: Harness, workspace: Path, outside: Path) -> None:
+    (workspace / "real").mkdir()
+    (workspace / "real" / "in.py").write_text("x")
+    (outside / "secret.py").write_text("x")
+    os.symlink("real", workspace / "inlink")
+    os.symlink(outside, workspace / "outlink")
+    os.symlink("real/in.py", workspace / "file.py")
+    (workspace / ".rootbound-0123456789abcdef.tmp").write_text("being written")
+    (workspace / "real" / ".rootbound-fedcba9876543210.tmp.py").write_text("not ours: listed")
+    got = await server.ok("glob", root="workspace", pattern="**", max_results=100)
+    assert paths(got) == ["file.py", "inlink", "outlink", "real", "real/.rootbound-fedcba9876543210.tmp.py",
+                          "real/in.py"]
+    assert {m["path"]: m["type"] for m in got["matches"]}["inlink"] == "symlink"
+    link = next(m for m in got["matches"] if m["path"] == "file.py")
+    assert link["size"] == len("real/in.py")  # the link's own size, not its target's
+    files = await server.ok("glob", root="workspace", pattern="**/*.py", type_filter="file", max_depth=1)
+    assert paths(files) == []
+    assert paths(await server.ok("glob", root="workspace", pattern="**/*.py", type_filter="file")) == [
+        "real/.rootbound-fedcba9876543210.tmp.py", "real/in.py"]
+
+
 async def test_glob_timeout_returns_partial_results(server: Harness, workspace: Path) -> None:
     for i in range(1500):
         (workspace / f"d{i:04}").mkdir()
