@@ -1,7 +1,7 @@
-"""glob's walk (`fs.trees.find`, specialised for a search) finds exactly what the one walker (`fs.trees.walk`)
-yields, filtered by the same test: the same entries, in the same order, cut at the same place, with the same
-ignore rules, depths and kinds. Real files in a temp folder: a checkout-like tree, links in and out, a FIFO,
-the server's temporary names."""
+"""The search walk (`fs.trees.search_walk`, and `find` on it: grep's and glob's) finds exactly what the one
+walker (`fs.trees.walk`) yields, filtered by the same test: the same entries, in the same order, cut at the same
+place, with the same ignore rules, depths and kinds. Real files in a temp folder: a checkout-like tree, links in
+and out, a FIFO, the server's temporary names."""
 
 from __future__ import annotations
 

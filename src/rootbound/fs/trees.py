@@ -1,8 +1,8 @@
 """Trees beneath a directory handle: the one walker, and what is built on it (copy, remove).
 
-`walk` is how every recursive operation sees a subtree — grep, the look before a
-folder is removed or moved, a folder's copy, and glob through `find` (the same walk
-with its rules, specialised for a search):
+`walk` is how every recursive operation sees a subtree — the look before a folder is
+removed or moved, a folder's copy, and grep and glob through `search_walk` (the same
+walk with its rules, specialised for a search):
 
 * every directory is listed with `os.scandir(fd)` and its entries typed from the
   directory itself (`d_type`, or `lstat` where the filesystem gives no type) —
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from rootbound.fs.ignores import Ignores
 
 __all__ = ["DIRECTORY", "FILE", "MAX_DEPTH", "OTHER", "SYMLINK", "CopyStats", "Entry", "Found", "Skip", "TooDeep",
-           "TreeError", "copy_tree", "find", "open_file", "remove_tree", "temp_dir", "walk"]
+           "TreeError", "copy_tree", "find", "open_file", "remove_tree", "search_walk", "temp_dir", "walk"]
 
 FILE: Final = "file"
 DIRECTORY: Final = "directory"
@@ -271,28 +271,23 @@ def walk(top_fd: int, *, max_depth: int | None = None, expired: Callable[[], boo
             os.close(fd)
 
 
-Found = tuple[str, str, os.stat_result]  # path relative to the start, kind (FILE, ...), its own lstat
+def search_walk(top_fd: int, test: Callable[[str], object], *, on_path: bool = False,
+                max_depth: int | None = None, expired: Callable[[], bool] = _never,
+                ignores: Ignores | None = None) -> Iterator[tuple[int, str, os.DirEntry[str], bool]]:
+    """`walk(top_fd, max_depth=..., expired=..., ignores=...)` specialised for a search of a big tree: yield
+    only the entries `test` accepts — given each entry's name, or with `on_path` its path — as (the handle of
+    its directory, valid until the next step; its directory's path prefix, one string per visit of it; the
+    entry; whether it is a directory), in `walk`'s order.
 
-
-def find(top_fd: int, test: Callable[[str], object], *, on_path: bool = False, kind: str | None = None,
-         max_depth: int | None = None, max_results: int, expired: Callable[[], bool] = _never,
-         ignores: Ignores | None = None) -> tuple[list[Found], bool]:
-    """The entries beneath `top_fd` (borrowed) that `test` accepts — given each entry's name, or with `on_path`
-    its path — and of `kind` if given, each with its lstat, in `walk`'s order; and whether there were more than
-    `max_results` (only that many are returned).
-
-    The same walk as `walk(top_fd, max_depth=..., expired=..., ignores=...)` with the test applied to what it
-    yields, specialised for a search of a big tree: an entry that is neither a directory nor accepted costs a
-    name test and nothing else (no `Entry`, no generator step, no path string, no ignore rule), which made
-    glob's walk twice as fast. Every rule of `walk` holds: directories are opened beneath their parent's handle
-    with O_NOFOLLOW, symlinks are listed and never entered, temporary names are hidden, what the ignore rules
-    leave out is neither returned nor entered, and `expired()` ends the walk before each directory and every
-    32 entries.
+    An entry that is neither a directory nor accepted costs a name test and nothing else (no `Entry`, no
+    generator step, no path string, no ignore rule): glob's walk took half the time. Every rule of `walk`
+    holds: directories opened beneath their parent's handle with O_NOFOLLOW, symlinks listed and never
+    entered, temporary names hidden, what the ignore rules leave out neither yielded nor entered, and
+    `expired()` polled before each directory (and every 32 entries) ends the walk.
     """
-    found: list[Found] = []
     limit = MAX_DEPTH if max_depth is None else min(max_depth, MAX_DEPTH)
     if limit < 1:
-        return found, False
+        return
     top_listing = _listing(top_fd, False)
     if ignores is not None:
         ignores.enter(top_fd, "", _lister(top_listing))
@@ -304,7 +299,7 @@ def find(top_fd: int, test: Callable[[str], object], *, on_path: bool = False, k
             for de in entries:  # resumes where it left off when we come back from a subdirectory
                 seen += 1
                 if seen & 31 == 0 and expired():
-                    return found, False
+                    return
                 name = de.name
                 try:
                     is_dir = de.is_dir(follow_symlinks=False)
@@ -313,41 +308,30 @@ def find(top_fd: int, test: Callable[[str], object], *, on_path: bool = False, k
                 hit = test(prefix + name if on_path else name)
                 if not (hit or is_dir):
                     continue
-                path = prefix + name
-                if ignores is not None and ignores.ignored(path, name, is_dir):
+                if ignores is not None and ignores.ignored(prefix + name, name, is_dir):
                     continue
-                sub = -1
-                if is_dir:
-                    if depth >= limit:
-                        pass
-                    elif expired():
-                        return found, False
-                    else:
-                        try:
-                            sub = os.open(name, _DIR_FLAGS, dir_fd=fd)
-                        except OSError as exc:  # swapped for a symlink or a file, removed, or unreadable
-                            if exc.errno not in _SKIP_ERRNOS:
-                                raise
+                if not is_dir or depth >= limit:
+                    if hit:
+                        yield fd, prefix, de, is_dir
+                    continue
+                if expired():
+                    return
+                try:
+                    sub = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except OSError as exc:  # swapped for a symlink or a file, removed, or unreadable: not entered
+                    if exc.errno not in _SKIP_ERRNOS:
+                        raise
+                    if hit:
+                        yield fd, prefix, de, is_dir
+                    continue
+                path = prefix + name + "/"
+                frames.append((sub, path, depth + 1, iter(())))  # held by the frames from now on
                 if hit:
-                    try:
-                        entry_kind = DIRECTORY if is_dir else FILE if de.is_file(follow_symlinks=False) else _kind(de)
-                        st = de.stat(follow_symlinks=False) if kind is None or entry_kind == kind else None
-                    except OSError:
-                        st = None  # gone since it was listed
-                    if st is not None:
-                        found.append((path, entry_kind, st))
-                        if len(found) > max_results:
-                            if sub >= 0:
-                                os.close(sub)
-                            del found[max_results:]
-                            return found, True
-                if sub < 0:
-                    continue
-                frames.append((sub, path + "/", depth + 1, iter(())))  # held by the frames from now on
+                    yield fd, prefix, de, is_dir
                 listing = _listing(sub, False)
                 if ignores is not None:
-                    ignores.enter(sub, path + "/", _lister(listing))  # left when its frame is popped
-                frames[-1] = (sub, path + "/", depth + 1, iter(listing))
+                    ignores.enter(sub, path, _lister(listing))  # left when its frame is popped
+                frames[-1] = (sub, path, depth + 1, iter(listing))
                 break
             else:
                 frames.pop()
@@ -358,6 +342,30 @@ def find(top_fd: int, test: Callable[[str], object], *, on_path: bool = False, k
     finally:
         for fd, *_ in frames[1:]:
             os.close(fd)
+
+
+Found = tuple[str, str, os.stat_result]  # path relative to the start, kind (FILE, ...), its own lstat
+
+
+def find(top_fd: int, test: Callable[[str], object], *, on_path: bool = False, kind: str | None = None,
+         max_depth: int | None = None, max_results: int, expired: Callable[[], bool] = _never,
+         ignores: Ignores | None = None) -> tuple[list[Found], bool]:
+    """The entries `search_walk` yields, of `kind` if given, each with its lstat (one gone meanwhile is left
+    out); and whether there were more than `max_results` (only that many are returned)."""
+    found: list[Found] = []
+    for _, prefix, de, is_dir in search_walk(top_fd, test, on_path=on_path, max_depth=max_depth, expired=expired,
+                                             ignores=ignores):
+        try:
+            entry_kind = DIRECTORY if is_dir else FILE if de.is_file(follow_symlinks=False) else _kind(de)
+            if kind is not None and entry_kind != kind:
+                continue
+            st = de.stat(follow_symlinks=False)
+        except OSError:
+            continue  # gone since it was listed
+        found.append((prefix + de.name, entry_kind, st))
+        if len(found) > max_results:
+            del found[max_results:]
+            return found, True
     return found, False
 
 
