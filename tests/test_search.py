@@ -21,6 +21,7 @@ from rootbound.grep import helper as fanout
 from rootbound.grep.helper import Helper, SharedHelper
 from rootbound.grep.scanner import CUT, LINE_CAP
 from tests.conftest import Harness, MakeServer, no_host_path, text_of
+from tests.test_wire_form import same_over_the_wire
 
 pytestmark = pytest.mark.anyio
 
@@ -825,3 +826,17 @@ async def test_greps_survive_the_helper_closing_and_their_own_cancellation(serve
     assert not errors
     assert sum(1 for total, _ in answers if total == 2000) >= 15  # each round's uncancelled call, at least
     assert all(total == 2000 or timed_out for total, timed_out in answers), answers
+
+
+async def test_grep_and_glob_results_reach_the_client_as_made(server: Harness, workspace: Path) -> None:
+    # Both results are PlainResults: their rows go out as the engine built them (no model_dump), so the client must
+    # see exactly what the tool made, context left out where empty, on both sides.
+    (workspace / "a.py").write_text("one\nneedle\nthree\n")
+    (workspace / "b.py").write_text("needle\n")
+    got = await same_over_the_wire(server, "grep", root="workspace", pattern="needle", context_lines=1)
+    assert got["structuredContent"]["matches"] == [
+        {"file": "a.py", "line_number": 2, "line_content": "needle", "context_before": ["one"],
+         "context_after": ["three"]},
+        {"file": "b.py", "line_number": 1, "line_content": "needle"}]
+    globbed = await same_over_the_wire(server, "glob", root="workspace", pattern="*.py")
+    assert [m["path"] for m in globbed["structuredContent"]["matches"]] == ["a.py", "b.py"]

@@ -92,7 +92,7 @@ class GrepArgs(Args):
     include_ignored: IncludeIgnored = False
 
 
-class GrepResult(BaseModel):
+class GrepResult(PlainResult):
     matches: Annotated[list[Match], loose_list(
         "Each match: file (path relative to the root), line_number (1-based), line_content, context_before "
         "and context_after (lists of lines, nearest last / first; left out when empty).")]
@@ -121,7 +121,8 @@ def grep(ctx: CallContext, args: GrepArgs) -> BaseModel:
             raise ToolError(f"not a regular file or directory: {args.path}")
     finally:
         os.close(top)
-    # Built from plain dicts: per-match validation would cost more than the search on big answers.
+    # Built from plain dicts, JSON already (a PlainResult is taken as it is): per-match validation or a model_dump
+    # copy would cost more than the search on big answers.
     return GrepResult.model_construct(matches=found.matches, total_matches=len(found.matches),
                                       truncated=found.truncated, timed_out=found.timed_out)
 
