@@ -21,6 +21,7 @@ from rootbound.grep import helper as fanout
 from rootbound.grep.helper import Helper, SharedHelper
 from rootbound.grep.scanner import CUT, LINE_CAP
 from tests.conftest import Harness, MakeServer, no_host_path, text_of
+from tests.test_wire_form import same_over_the_wire
 
 pytestmark = pytest.mark.anyio
 
@@ -423,6 +424,40 @@ async def test_glob_max_results_max_depth_and_sorting(server: Harness, workspace
     assert await server.err("glob", root="workspace", pattern="*", path="c.txt") == "not a directory: c.txt"
 
 
+async def test_glob_truncates_in_walk_order_then_sorts(server: Harness, workspace: Path) -> None:
+    # The walk goes a, a/x.py, a-b.py, a.py (each folder's names sorted, its contents right after it); the paths
+    # sorted are a-b.py, a.py, a/x.py. max_results keeps the first two the walk met, then sorts them.
+    (workspace / "a").mkdir()
+    for rel in ("a/x.py", "a-b.py", "a.py"):
+        (workspace / rel).write_text("x")
+    few = await server.ok("glob", root="workspace", pattern="**/*.py", max_results=2)
+    assert paths(few) == ["a-b.py", "a/x.py"] and few["truncated"] is True
+    assert paths(await server.ok("glob", root="workspace", pattern="**/*.py", max_results=3)) == [
+        "a-b.py", "a.py", "a/x.py"]
+
+
+async def test_glob_lists_symlinks_without_entering_them_and_hides_temp_names(
+        server: Harness, workspace: Path, outside: Path) -> None:
+    (workspace / "real").mkdir()
+    (workspace / "real" / "in.py").write_text("x")
+    (outside / "secret.py").write_text("x")
+    os.symlink("real", workspace / "inlink")
+    os.symlink(outside, workspace / "outlink")
+    os.symlink("real/in.py", workspace / "file.py")
+    (workspace / ".rootbound-0123456789abcdef.tmp").write_text("being written")
+    (workspace / "real" / ".rootbound-fedcba9876543210.tmp.py").write_text("not ours: listed")
+    got = await server.ok("glob", root="workspace", pattern="**", max_results=100)
+    assert paths(got) == ["file.py", "inlink", "outlink", "real", "real/.rootbound-fedcba9876543210.tmp.py",
+                          "real/in.py"]
+    assert {m["path"]: m["type"] for m in got["matches"]}["inlink"] == "symlink"
+    link = next(m for m in got["matches"] if m["path"] == "file.py")
+    assert link["size"] == len("real/in.py")  # the link's own size, not its target's
+    files = await server.ok("glob", root="workspace", pattern="**/*.py", type_filter="file", max_depth=1)
+    assert paths(files) == []
+    assert paths(await server.ok("glob", root="workspace", pattern="**/*.py", type_filter="file")) == [
+        "real/.rootbound-fedcba9876543210.tmp.py", "real/in.py"]
+
+
 async def test_glob_timeout_returns_partial_results(server: Harness, workspace: Path) -> None:
     for i in range(1500):
         (workspace / f"d{i:04}").mkdir()
@@ -791,3 +826,17 @@ async def test_greps_survive_the_helper_closing_and_their_own_cancellation(serve
     assert not errors
     assert sum(1 for total, _ in answers if total == 2000) >= 15  # each round's uncancelled call, at least
     assert all(total == 2000 or timed_out for total, timed_out in answers), answers
+
+
+async def test_grep_and_glob_results_reach_the_client_as_made(server: Harness, workspace: Path) -> None:
+    # Both results are PlainResults: their rows go out as the engine built them (no model_dump), so the client must
+    # see exactly what the tool made, context left out where empty, on both sides.
+    (workspace / "a.py").write_text("one\nneedle\nthree\n")
+    (workspace / "b.py").write_text("needle\n")
+    got = await same_over_the_wire(server, "grep", root="workspace", pattern="needle", context_lines=1)
+    assert got["structuredContent"]["matches"] == [
+        {"file": "a.py", "line_number": 2, "line_content": "needle", "context_before": ["one"],
+         "context_after": ["three"]},
+        {"file": "b.py", "line_number": 1, "line_content": "needle"}]
+    globbed = await same_over_the_wire(server, "glob", root="workspace", pattern="*.py")
+    assert [m["path"] for m in globbed["structuredContent"]["matches"]] == ["a.py", "b.py"]

@@ -1,7 +1,8 @@
 """Trees beneath a directory handle: the one walker, and what is built on it (copy, remove).
 
-`walk` is how every recursive operation sees a subtree — grep and glob, the look
-before a folder is removed or moved, a folder's copy:
+`walk` is how every recursive operation sees a subtree — the look before a folder is
+removed or moved, a folder's copy, and grep and glob through `search_walk` (the same
+walk with its rules, specialised for a search):
 
 * every directory is listed with `os.scandir(fd)` and its entries typed from the
   directory itself (`d_type`, or `lstat` where the filesystem gives no type) —
@@ -52,8 +53,8 @@ from rootbound.fs.paths import file_type
 if TYPE_CHECKING:
     from rootbound.fs.ignores import Ignores
 
-__all__ = ["DIRECTORY", "FILE", "MAX_DEPTH", "OTHER", "SYMLINK", "CopyStats", "Entry", "Skip", "TooDeep",
-           "TreeError", "copy_tree", "open_file", "remove_tree", "temp_dir", "walk"]
+__all__ = ["DIRECTORY", "FILE", "MAX_DEPTH", "OTHER", "SYMLINK", "CopyStats", "Entry", "Found", "Skip", "TooDeep",
+           "TreeError", "copy_tree", "find", "open_file", "remove_tree", "search_walk", "temp_dir", "walk"]
 
 FILE: Final = "file"
 DIRECTORY: Final = "directory"
@@ -268,6 +269,104 @@ def walk(top_fd: int, *, max_depth: int | None = None, expired: Callable[[], boo
     finally:
         for fd, *_ in frames[1:]:
             os.close(fd)
+
+
+def search_walk(top_fd: int, test: Callable[[str], object], *, on_path: bool = False,
+                max_depth: int | None = None, expired: Callable[[], bool] = _never,
+                ignores: Ignores | None = None) -> Iterator[tuple[int, str, os.DirEntry[str], bool]]:
+    """`walk(top_fd, max_depth=..., expired=..., ignores=...)` specialised for a search of a big tree: yield
+    only the entries `test` accepts — given each entry's name, or with `on_path` its path — as (the handle of
+    its directory, valid until the next step; its directory's path prefix, one string per visit of it; the
+    entry; whether it is a directory), in `walk`'s order.
+
+    An entry that is neither a directory nor accepted costs a name test and nothing else (no `Entry`, no
+    generator step, no path string, no ignore rule): glob's walk took half the time. Every rule of `walk`
+    holds: directories opened beneath their parent's handle with O_NOFOLLOW, symlinks listed and never
+    entered, temporary names hidden, what the ignore rules leave out neither yielded nor entered, and
+    `expired()` polled before each directory (and every 32 entries) ends the walk.
+    """
+    limit = MAX_DEPTH if max_depth is None else min(max_depth, MAX_DEPTH)
+    if limit < 1:
+        return
+    top_listing = _listing(top_fd, False)
+    if ignores is not None:
+        ignores.enter(top_fd, "", _lister(top_listing))
+    frames: list[tuple[int, str, int, Iterator[os.DirEntry[str]]]] = [(top_fd, "", 1, iter(top_listing))]
+    seen = 0
+    try:
+        while frames:
+            fd, prefix, depth, entries = frames[-1]
+            for de in entries:  # resumes where it left off when we come back from a subdirectory
+                seen += 1
+                if seen & 31 == 0 and expired():
+                    return
+                name = de.name
+                try:
+                    is_dir = de.is_dir(follow_symlinks=False)
+                except OSError:
+                    continue  # vanished between listing and typing
+                hit = test(prefix + name if on_path else name)
+                if not (hit or is_dir):
+                    continue
+                if ignores is not None and ignores.ignored(prefix + name, name, is_dir):
+                    continue
+                if not is_dir or depth >= limit:
+                    if hit:
+                        yield fd, prefix, de, is_dir
+                    continue
+                if expired():
+                    return
+                try:
+                    sub = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except OSError as exc:  # swapped for a symlink or a file, removed, or unreadable: not entered
+                    if exc.errno not in _SKIP_ERRNOS:
+                        raise
+                    if hit:
+                        yield fd, prefix, de, is_dir
+                    continue
+                path = prefix + name + "/"
+                frames.append((sub, path, depth + 1, iter(())))  # held by the frames from now on
+                if hit:
+                    yield fd, prefix, de, is_dir
+                listing = _listing(sub, False)
+                if ignores is not None:
+                    ignores.enter(sub, path, _lister(listing))  # left when its frame is popped
+                frames[-1] = (sub, path, depth + 1, iter(listing))
+                break
+            else:
+                frames.pop()
+                if ignores is not None:
+                    ignores.leave()
+                if frames:  # every frame but the first holds a handle we opened
+                    os.close(fd)
+    finally:
+        for fd, *_ in frames[1:]:
+            os.close(fd)
+
+
+Found = tuple[str, str, os.stat_result]  # path relative to the start, kind (FILE, ...), its own lstat
+
+
+def find(top_fd: int, test: Callable[[str], object], *, on_path: bool = False, kind: str | None = None,
+         max_depth: int | None = None, max_results: int, expired: Callable[[], bool] = _never,
+         ignores: Ignores | None = None) -> tuple[list[Found], bool]:
+    """The entries `search_walk` yields, of `kind` if given, each with its lstat (one gone meanwhile is left
+    out); and whether there were more than `max_results` (only that many are returned)."""
+    found: list[Found] = []
+    for _, prefix, de, is_dir in search_walk(top_fd, test, on_path=on_path, max_depth=max_depth, expired=expired,
+                                             ignores=ignores):
+        try:
+            entry_kind = DIRECTORY if is_dir else FILE if de.is_file(follow_symlinks=False) else _kind(de)
+            if kind is not None and entry_kind != kind:
+                continue
+            st = de.stat(follow_symlinks=False)
+        except OSError:
+            continue  # gone since it was listed
+        found.append((prefix + de.name, entry_kind, st))
+        if len(found) > max_results:
+            del found[max_results:]
+            return found, True
+    return found, False
 
 
 def open_file(dir_fd: int, name: str) -> tuple[int, os.stat_result] | None:

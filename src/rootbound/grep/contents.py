@@ -1,6 +1,6 @@
 """grep over an open file or directory: the lines that match, in a stable order, within the call's limits.
 
-A directory is walked beneath its handle (`fs.trees.walk`); its files are grouped in
+A directory is walked beneath its handle (`fs.trees.search_walk`); its files are grouped in
 batches of up to BATCH names, one directory handle each, and the batches are shared with
 the helper process (`helper.py`) when it is free. Batches are numbered in walk order and
 folded into the answer in that order, whoever searched them, so the answer (and where
@@ -20,7 +20,7 @@ from typing import Final, NotRequired
 from typing_extensions import TypedDict
 
 from rootbound.fs.ignores import Ignores
-from rootbound.fs.trees import FILE, Entry, walk
+from rootbound.fs.trees import search_walk
 from rootbound.grep.clock import Clock
 from rootbound.grep.helper import (
     BATCH,
@@ -111,23 +111,27 @@ class _Answer:
         return Found(self.matches, truncated, (clock.fired or self.timed_out) and not truncated)
 
 
-def _file_filter(glob: str | None) -> Callable[[Entry], bool] | None:
+def _every(_: str) -> bool:
+    return True
+
+
+def _file_filter(glob: str | None) -> tuple[Callable[[str], object], bool]:
+    """The test of a file filter, and whether it takes the file's path (else its name)."""
     if glob is None:
-        return None
+        return _every, False
     try:
         if "/" in glob:
-            by_path = path_regex(glob).match
-            return lambda e: by_path(e.path) is not None
-        by_name = name_regex(glob).match
+            return path_regex(glob).match, True
+        return name_regex(glob).match, False
     except PatternError as exc:
         raise FilterError(str(exc)) from None
-    return lambda e: by_name(e.name) is not None
 
 
 Batch = tuple[list[int], list[Group]]  # a handle on each folder (ours to close), and its group of files
+Walked = Iterator[tuple[int, str, os.DirEntry[str], bool]]  # what `fs.trees.search_walk` yields
 
 
-def _batches(entries: Iterator[Entry], keep: Callable[[Entry], bool] | None) -> Iterator[Batch]:
+def _batches(entries: Walked) -> Iterator[Batch]:
     """Group the walk's files by directory, each group with its own handle on its directory, and the groups
     into batches of at most BATCH files and MAX_DIRS folders.
 
@@ -140,20 +144,25 @@ def _batches(entries: Iterator[Entry], keep: Callable[[Entry], bool] | None) -> 
     files = 0
     parent = ""
     try:
-        for entry in entries:
-            if entry.kind != FILE or (keep is not None and not keep(entry)):
+        for dir_fd, prefix, de, is_dir in entries:
+            if is_dir:
                 continue
+            try:
+                if not de.is_file(follow_symlinks=False):
+                    continue
+            except OSError:
+                continue  # vanished since it was listed
             if files >= BATCH:
                 batch, fds, groups, files = (fds, groups), [], [], 0
                 yield batch
-            if not groups or entry.parent != parent:
+            if not groups or prefix != parent:
                 if len(groups) >= MAX_DIRS:
                     batch, fds, groups, files = (fds, groups), [], [], 0
                     yield batch
-                parent, names = entry.parent, []
-                fds.append(os.dup(entry.dir_fd))
+                parent, names = prefix, []
+                fds.append(os.dup(dir_fd))
                 groups.append((parent, names))
-            names.append(entry.name)
+            names.append(de.name)
             files += 1
         if groups:
             batch, fds, groups = (fds, groups), [], []
@@ -170,7 +179,7 @@ class Grep:
         self.query = query
         self.clock = clock
         self.scanner = make_scanner(query.pattern, query.case_insensitive, query.context_lines, clock.expired)
-        self.keep = _file_filter(query.glob_filter)
+        self.keep, self.keep_on_path = _file_filter(query.glob_filter)
         self.shown = shown  # how a file name appears in the answer
 
     def file(self, fd: int, size: int, name: str) -> Found:
@@ -187,11 +196,12 @@ class Grep:
         q = self.query
         answer = _Answer(q.max_results, self.shown)
         job: Job = (q.pattern, q.case_insensitive, q.context_lines, answer.want, self.clock.deadline)
-        entries = walk(top, max_depth=q.max_depth, expired=self.clock.expired, ignores=ignores)
+        entries = search_walk(top, self.keep, on_path=self.keep_on_path, max_depth=q.max_depth,
+                              expired=self.clock.expired, ignores=ignores)
         self._search(entries, job, prefix, answer, helper)
         return answer.found(self.clock)
 
-    def _search(self, entries: Iterator[Entry], job: Job, prefix: str, answer: _Answer,
+    def _search(self, entries: Walked, job: Job, prefix: str, answer: _Answer,
                 shared: SharedHelper | None) -> None:
         """Search the walk's files, sharing batches with the helper process when it is free."""
         scanner, clock = self.scanner, self.clock
@@ -239,7 +249,7 @@ class Grep:
                 answer.timed_out |= timed_out
 
         try:
-            for batch_id, (fds, groups) in enumerate(_batches(entries, self.keep)):
+            for batch_id, (fds, groups) in enumerate(_batches(entries)):
                 if helper is not None and helper.alive and helper.outstanding < 4:
                     sent[batch_id] = (fds, groups)
                     try:

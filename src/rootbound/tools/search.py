@@ -12,6 +12,7 @@ against paths relative to `path`; results are relative to the root.
 
 from __future__ import annotations
 
+import operator
 import os
 import stat
 from typing import Annotated, Literal
@@ -28,7 +29,16 @@ from rootbound.grep.contents import FilterError, Grep, Match, Query
 from rootbound.grep.names import Glob
 from rootbound.grep.scanner import PatternError
 from rootbound.tools import render
-from rootbound.tools.base import Args, CallContext, RootName, ToolSpec, iso_time, loose_list, read_only
+from rootbound.tools.base import (
+    Args,
+    CallContext,
+    PlainResult,
+    RootName,
+    ToolSpec,
+    iso_time,
+    loose_list,
+    read_only,
+)
 from rootbound.tools.reading import printable
 
 __all__ = ["TOOLS"]
@@ -82,7 +92,7 @@ class GrepArgs(Args):
     include_ignored: IncludeIgnored = False
 
 
-class GrepResult(BaseModel):
+class GrepResult(PlainResult):
     matches: Annotated[list[Match], loose_list(
         "Each match: file (path relative to the root), line_number (1-based), line_content, context_before "
         "and context_after (lists of lines, nearest last / first; left out when empty).")]
@@ -111,7 +121,8 @@ def grep(ctx: CallContext, args: GrepArgs) -> BaseModel:
             raise ToolError(f"not a regular file or directory: {args.path}")
     finally:
         os.close(top)
-    # Built from plain dicts: per-match validation would cost more than the search on big answers.
+    # Built from plain dicts, JSON already (a PlainResult is taken as it is): per-match validation or a model_dump
+    # copy would cost more than the search on big answers.
     return GrepResult.model_construct(matches=found.matches, total_matches=len(found.matches),
                                       truncated=found.truncated, timed_out=found.timed_out)
 
@@ -138,13 +149,16 @@ class GlobMatch(TypedDict):
     modified_at: str
 
 
-class GlobResult(BaseModel):
+class GlobResult(PlainResult):
     matches: Annotated[list[GlobMatch], loose_list(
         "Sorted by path. Each: path (relative to the root), type (file, directory, symlink, ...), size "
         "(bytes; a symlink's own) and modified_at (ISO 8601).")]
     total_matches: int = Field(description="Number of matches returned.")
     truncated: bool = Field(description="True when max_results was reached and more entries match.")
     timed_out: bool = Field(description="True when timeout_seconds ran out; matches are those found before.")
+
+
+_BY_PATH = operator.itemgetter("path")
 
 
 def glob(ctx: CallContext, args: GlobArgs) -> BaseModel:
@@ -165,10 +179,12 @@ def glob(ctx: CallContext, args: GlobArgs) -> BaseModel:
         named, truncated = search.find(top, _ignores(root, top, args.include_ignored))
     finally:
         os.close(top)
+    # One pass over what may be 100,000 rows: printable() only for a name that is not ASCII, a C sort key.
     found: list[GlobMatch] = [
-        {"path": printable(prefix + path), "type": file_type(est.st_mode) if kind == OTHER else kind,
+        {"path": (prefix + path) if path.isascii() else printable(prefix + path),
+         "type": file_type(est.st_mode) if kind == OTHER else kind,
          "size": est.st_size, "modified_at": iso_time(est.st_mtime)} for path, kind, est in named]
-    found.sort(key=lambda m: m["path"])
+    found.sort(key=_BY_PATH)
     return GlobResult.model_construct(matches=found, total_matches=len(found), truncated=truncated,
                                       timed_out=clock.fired and not truncated)
 
