@@ -202,6 +202,39 @@ def _never() -> bool:
     return False
 
 
+# One frame per open directory: (handle, path prefix, depth, its entries still to visit).
+Frame = tuple[int, str, int, Iterator[os.DirEntry[str]]]
+
+
+def _first_frame(top_fd: int, max_depth: int | None, strict: bool, ignores: Ignores | None
+                 ) -> tuple[int, list[Frame]]:
+    """A walk's depth limit and its first frame, the start directory's (none below depth 1), whose ignore files
+    are read now."""
+    limit = MAX_DEPTH if max_depth is None else min(max_depth, MAX_DEPTH)
+    if limit < 1:
+        return limit, []
+    top_listing = _listing(top_fd, strict)
+    if ignores is not None:
+        ignores.enter(top_fd, "", _lister(top_listing))
+    return limit, [(top_fd, "", 1, iter(top_listing))]
+
+
+def _leave(frames: list[Frame], fd: int, ignores: Ignores | None) -> None:
+    """The walk is done with the last frame's directory (`fd`): its rules go, and its handle unless it is the
+    start's (borrowed)."""
+    frames.pop()
+    if ignores is not None:
+        ignores.leave()
+    if frames:
+        os.close(fd)
+
+
+def _close_frames(frames: list[Frame]) -> None:
+    """A walk ended early: close the handles its frames still hold (all but the start's)."""
+    for fd, *_ in frames[1:]:
+        os.close(fd)
+
+
 def walk(top_fd: int, *, max_depth: int | None = None, expired: Callable[[], bool] = _never,
          strict: bool = False, ignores: Ignores | None = None) -> Iterator[Entry]:
     """Yield every entry beneath the directory `top_fd` (borrowed, not closed).
@@ -212,14 +245,7 @@ def walk(top_fd: int, *, max_depth: int | None = None, expired: Callable[[], boo
     `ignores` (a search's): the entries its rules leave out are neither yielded nor entered, and
     each directory's ignore files are read as the walk enters it.
     """
-    limit = MAX_DEPTH if max_depth is None else min(max_depth, MAX_DEPTH)
-    if limit < 1:
-        return
-    top_listing = _listing(top_fd, strict)
-    if ignores is not None:
-        ignores.enter(top_fd, "", _lister(top_listing))
-    # One frame per open directory: (handle, path prefix, depth, its entries still to visit).
-    frames: list[tuple[int, str, int, Iterator[os.DirEntry[str]]]] = [(top_fd, "", 1, iter(top_listing))]
+    limit, frames = _first_frame(top_fd, max_depth, strict, ignores)
     seen = 0
     try:
         while frames:
@@ -261,14 +287,9 @@ def walk(top_fd: int, *, max_depth: int | None = None, expired: Callable[[], boo
                 frames[-1] = (sub, entry.path + "/", depth + 1, iter(listing))
                 break
             else:
-                frames.pop()
-                if ignores is not None:
-                    ignores.leave()
-                if frames:  # every frame but the first holds a handle we opened
-                    os.close(fd)
+                _leave(frames, fd, ignores)
     finally:
-        for fd, *_ in frames[1:]:
-            os.close(fd)
+        _close_frames(frames)
 
 
 def search_walk(top_fd: int, test: Callable[[str], object], *, on_path: bool = False,
@@ -285,13 +306,7 @@ def search_walk(top_fd: int, test: Callable[[str], object], *, on_path: bool = F
     entered, temporary names hidden, what the ignore rules leave out neither yielded nor entered, and
     `expired()` polled before each directory (and every 32 entries) ends the walk.
     """
-    limit = MAX_DEPTH if max_depth is None else min(max_depth, MAX_DEPTH)
-    if limit < 1:
-        return
-    top_listing = _listing(top_fd, False)
-    if ignores is not None:
-        ignores.enter(top_fd, "", _lister(top_listing))
-    frames: list[tuple[int, str, int, Iterator[os.DirEntry[str]]]] = [(top_fd, "", 1, iter(top_listing))]
+    limit, frames = _first_frame(top_fd, max_depth, False, ignores)
     seen = 0
     try:
         while frames:
@@ -334,14 +349,9 @@ def search_walk(top_fd: int, test: Callable[[str], object], *, on_path: bool = F
                 frames[-1] = (sub, path, depth + 1, iter(listing))
                 break
             else:
-                frames.pop()
-                if ignores is not None:
-                    ignores.leave()
-                if frames:  # every frame but the first holds a handle we opened
-                    os.close(fd)
+                _leave(frames, fd, ignores)
     finally:
-        for fd, *_ in frames[1:]:
-            os.close(fd)
+        _close_frames(frames)
 
 
 Found = tuple[str, str, os.stat_result]  # path relative to the start, kind (FILE, ...), its own lstat
