@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import subprocess
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from rootbound.fs import onloop
+from rootbound.fs import Root, onloop
 from rootbound.tools.base import QUICK_THREADS
 
 from .conftest import Harness
@@ -141,3 +142,35 @@ async def test_a_file_under_a_lease_is_read_in_a_worker(server: Harness, workspa
             assert not read, "the read did not wait for the lease"
             holder.kill()  # the lease goes with its holder: the waiting read goes on
     assert read["content"] == "under a lease\n"
+
+
+@contextlib.contextmanager
+def mounted_bpffs(where: Path) -> Iterator[None]:
+    where.mkdir()
+    done = subprocess.run(["mount", "-t", "bpf", "bpf", str(where)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a bpf filesystem here (needs root): {done.stderr.decode().strip()}")
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=True)
+
+
+def test_a_root_on_a_filesystem_not_known_local_is_not_looked_at_on_the_event_loop(tmp_path: Path) -> None:
+    """Every call checks first that its root is still there (a stat of its handle and of its path): on NFS or FUSE
+    that stat can hang, so on the event loop a root not on a known local filesystem sends the call to a worker
+    before it is looked at, the availability check included. bpffs stands in for the remote filesystem (a test
+    cannot make NFS hang; what matters is that its magic is not a local one's)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting needs root")
+    with mounted_bpffs(tmp_path / "bpf"):
+        (tmp_path / "bpf" / "d").mkdir()
+        root = Root.at("remote", str(tmp_path / "bpf" / "d"), ["*"])
+        try:
+            assert not root.local
+            with onloop.on_loop(), pytest.raises(onloop.Offload):
+                root.check_available()
+            root.check_available()  # in a worker it is checked as ever
+            assert stat.S_ISDIR(root.stat(".").st_mode)
+        finally:
+            root.close()

@@ -171,6 +171,7 @@ class Root:
 
     def check_available(self) -> None:
         """Refuse to serve a root whose directory was removed or replaced (and is not back)."""
+        self._on_loop_here()  # its stat could wait on a remote filesystem: not on the event loop
         if not self.available():
             raise Failure(Kind.ROOT_GONE if self.reopens else Kind.ROOT_GONE_FOR_GOOD, root=self.name)
 
