@@ -33,6 +33,7 @@ import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
+from rootbound.execution.output import heap_grew, trim_heap
 from rootbound.logs import log
 from rootbound.server.app import App
 from rootbound.server.inbound import Refusal, read_line
@@ -43,6 +44,7 @@ __all__ = ["serve_stdio", "serve_stdio_until_signal", "stdio_transport"]
 READ_SIZE = 1 << 16
 WRITE_CHUNK = select.PIPE_BUF  # 4096 on Linux: one page, which a pipe that polls writable always has
 PIPE_SIZE = 1 << 20  # the unprivileged maximum by default (/proc/sys/fs/pipe-max-size)
+BIG_REPLY = 1 << 20  # bytes: once a reply this big has left, the heap's free pages go back (`trim_heap`)
 DRAIN_SECONDS = 2.0  # how long replies already queued may take to leave once the server has stopped
 
 
@@ -177,7 +179,15 @@ async def stdio_transport() -> AsyncIterator[tuple[MemoryObjectReceiveStream[Ses
                             if isinstance(item, bytes):
                                 await wire.write(item)
                             else:
-                                await wire.write(_encode(item), b"\n")
+                                data = _encode(item)
+                                del item  # the reply's model and its text: only the bytes are needed now
+                                await wire.write(data, b"\n")
+                                if len(data) >= BIG_REPLY:
+                                    # The call's own trim comes at the next call, and may run while this reply
+                                    # is still held here: megabytes of its freed heap stayed for good.
+                                    del data
+                                    heap_grew()
+                                    trim_heap()
                 except OSError as exc:  # EPIPE: the client stopped reading; nothing more can reach it
                     log.info("client output closed; stopping", extra={"error": str(exc)})
                     tg.cancel_scope.cancel()
