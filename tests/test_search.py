@@ -368,6 +368,22 @@ async def test_e2e057_doublestar(server: Harness, workspace: Path) -> None:
     assert paths(below) == ["src/pkg/b.go"]
 
 
+async def test_a_name_ending_in_a_newline_does_not_match_a_glob_that_ends_otherwise(
+        server: Harness, workspace: Path) -> None:
+    # A regex's "$" also matches before a last newline: "*.go" took "b.go\n", a different file.
+    for rel in ("a.go", "b.go\n", "sub/c.go\n", "sub/d.go"):
+        (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / rel).write_text("TODO\n")
+    for pattern, expected in (("*.go", ["a.go"]), ("**/*.go", ["a.go", "sub/d.go"]), ("sub/*.go", ["sub/d.go"]),
+                              ("{a,b}.go", ["a.go"])):
+        assert paths(await server.ok("glob", root="workspace", pattern=pattern)) == expected, pattern
+    for glob_filter, expected in (("*.go", ["a.go", "sub/d.go"]), ("sub/*.go", ["sub/d.go"])):
+        got = await server.ok("grep", root="workspace", pattern="TODO", glob_filter=glob_filter)
+        assert sorted(m["file"] for m in got["matches"]) == expected, glob_filter
+    # A glob that does take a newline still finds it.
+    assert paths(await server.ok("glob", root="workspace", pattern="b.go?")) == ["b.go\n"]
+
+
 @pytest.mark.parametrize("name", ["*.go", "?.go", "*", ".*", "a*", "*.go*", "e.go"])
 async def test_doublestar_name_globs_match_as_path_globs_do(server: Harness, workspace: Path, name: str) -> None:
     # "**/<name>" is decided by the name alone; "{**/<name>,none}" (braces) still goes through the path regex.

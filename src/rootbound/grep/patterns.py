@@ -37,7 +37,8 @@ def _compile(glob: str, *, names: bool) -> re.Pattern[str]:
         else:
             flags = wc_glob.GLOBSTAR | wc_glob.BRACE | wc_glob.DOTGLOB
             include, _ = wc_glob.translate(glob, flags=flags, limit=MAX_EXPANSIONS)
-        return re.compile("|".join(f"(?:{part})" for part in include))
+        # wcmatch ends each part with "$", which also matches before a last newline: "*.py" took "x.py\n".
+        return re.compile("(?:" + "|".join(f"(?:{part})" for part in include) + r")\Z")
     except (ValueError, TypeError, re.error) as exc:
         raise PatternError(str(exc)) from None
     except Exception as exc:  # wcmatch's PatternLimitException, which it does not export (it was an internal error)
