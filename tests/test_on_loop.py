@@ -8,6 +8,7 @@ import contextlib
 import os
 import stat
 import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -174,3 +175,48 @@ def test_a_root_on_a_filesystem_not_known_local_is_not_looked_at_on_the_event_lo
             assert stat.S_ISDIR(root.stat(".").st_mode)
         finally:
             root.close()
+
+
+_NO_PROC_LEASE = """
+import os, subprocess, sys, threading, time
+from rootbound.fs import Root, onloop
+here = sys.argv[1]
+holder = subprocess.Popen([sys.executable, "-c", sys.argv[2], os.path.join(here, "leased.txt")],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+assert holder.stdout.readline() == b"held\\n"
+root = Root.at("w", here, ["*"])
+subprocess.run(["mount", "-t", "tmpfs", "none", "/proc"], check=True)  # from here on there is no /proc
+assert not os.path.exists("/proc/self/fd")
+threading.Timer(5, holder.kill).start()  # whatever happens, the lease ends in 5 s
+started = time.monotonic()
+try:
+    with onloop.on_loop():
+        root.open("leased.txt")
+    outcome = "opened"
+except onloop.Offload:
+    outcome = "offloaded"
+print(outcome, round(time.monotonic() - started, 2))
+"""
+
+
+def test_a_file_under_a_lease_is_not_waited_for_on_the_event_loop_without_proc(tmp_path: Path) -> None:
+    """Without /proc (some containers) the loop's reopen of a file falls back to a non-blocking open beneath the
+    root (openat2): a lease makes that fail with EAGAIN, which openat2 also returns when a rename races a `..`
+    step, and which was retried at once, over and over, on the event loop, until the holder let go (up to
+    lease-break-time, 45 s, the loop spinning): every call of every client stalled. The call goes to a worker."""
+    if os.geteuid() != 0:
+        pytest.skip("a mount namespace without /proc needs root")
+    (tmp_path / "leased.txt").write_text("under a lease\n")
+    holder = ("import fcntl, os, signal, sys\n"
+              "fd = os.open(sys.argv[1], os.O_RDONLY)\n"
+              "signal.signal(signal.SIGIO, lambda *_: None)\n"
+              "fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)\n"
+              "print('held', flush=True)\n"
+              "sys.stdin.read()\n")
+    done = subprocess.run(["unshare", "-m", "--propagation", "private", sys.executable, "-c", _NO_PROC_LEASE,
+                           str(tmp_path), holder], capture_output=True, text=True, timeout=60)
+    if done.returncode != 0 and "unshare" in done.stderr:
+        pytest.skip(f"no mount namespace here: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr
+    outcome, seconds = done.stdout.split()
+    assert outcome == "offloaded" and float(seconds) < 2, done.stdout

@@ -473,6 +473,16 @@ for name, kind in (("write", fcntl.F_WRLCK), ("read", fcntl.F_RDLCK)):
         out[name] = errno.errorcode[e.errno]
     finally:
         os.close(fd)
+# F_SETDELEG (F_LINUX_SPECIFIC_BASE + 16, Linux after 6.18): a delegation is a lease by another name (an open
+# elsewhere waits for its holder in the same way); struct delegation {u32 d_flags; u16 d_type; u16 pad}
+fd = os.open(sys.argv[1], os.O_RDONLY)
+try:
+    fcntl.fcntl(fd, 1024 + 16, fcntl.F_RDLCK.to_bytes(2, "little").rjust(6, b"\0").ljust(8, b"\0"))
+    out["delegation"] = "ok"
+except OSError as e:
+    out["delegation"] = errno.errorcode[e.errno]  # EINVAL: a kernel without delegations; EACCES: refused
+finally:
+    os.close(fd)
 print(json.dumps(out))
 '''
 
@@ -492,4 +502,4 @@ async def test_no_command_can_take_a_file_lease(servers: CommandServers, tmp_pat
     h = await servers({"allowed": "*", "sandbox": sandbox, "network": network})
     got = await h.ok("execute_command", command=f"{command} {leased.name}", root="workspace")
     assert got["exit_code"] == 0, got
-    assert json.loads(got["stdout"]) == {"write": "EACCES", "read": "EACCES"}
+    assert json.loads(got["stdout"]) == {"write": "EACCES", "read": "EACCES", "delegation": "EACCES"}

@@ -17,6 +17,8 @@ import stat
 
 __all__ = ["name", "sweep"]
 
+_PID_MAX = 1 << 22  # the kernel's PID_MAX_LIMIT on 64-bit
+
 
 def _pid_namespace() -> int:
     try:
@@ -43,7 +45,7 @@ def _alive(pid: int) -> bool:
 def sweep(parent: str, prefix: str) -> None:
     """Remove the directories in `parent` named by `name(prefix)` for servers gone from this PID namespace."""
     namespace, me, uid = _pid_namespace(), os.getpid(), os.geteuid()
-    made = re.compile(rf"{re.escape(prefix)}(\d+)-(\d+)-.+", re.DOTALL)
+    made = re.compile(rf"{re.escape(prefix)}([0-9]+)-([0-9]+)-.+", re.DOTALL)
     try:
         names = os.listdir(parent)
     except OSError:
@@ -53,12 +55,13 @@ def sweep(parent: str, prefix: str) -> None:
         if found is None or not namespace or int(found[1]) != namespace:
             continue
         pid = int(found[2])
-        if pid == me or _alive(pid):
-            continue
         path = os.path.join(parent, entry)
         try:
             st = os.lstat(path)
         except OSError:
             continue
-        if stat.S_ISDIR(st.st_mode) and st.st_uid == uid:
-            shutil.rmtree(path, ignore_errors=True)
+        # Ours first: anyone can put a name in the temp folder, e.g. one with a PID kill() cannot take (OverflowError
+        # out of a server's start). Only then the PID, which a server made within kill()'s range.
+        if not (stat.S_ISDIR(st.st_mode) and st.st_uid == uid) or not 0 < pid <= _PID_MAX or pid == me or _alive(pid):
+            continue
+        shutil.rmtree(path, ignore_errors=True)

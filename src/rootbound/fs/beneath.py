@@ -59,6 +59,9 @@ class _OpenHow(ctypes.Structure):
     _fields_ = (("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64))
 
 
+_LOOP_RETRIES: Final = 16  # EAGAINs in a row an open on the event loop takes for a rename race
+
+
 def _openat2(dirfd: int, parts: Sequence[str], flags: int, follow: bool, mode: int) -> int:
     path = os.fsencode("/".join(parts) if parts else ".")
     if not follow:
@@ -66,12 +69,18 @@ def _openat2(dirfd: int, parts: Sequence[str], flags: int, follow: bool, mode: i
     on_loop = onloop.active()
     how = _OpenHow(flags | os.O_CLOEXEC, mode if flags & os.O_CREAT else 0,
                    _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS | (_RESOLVE_NO_XDEV if on_loop else 0))
+    tries = 0
     while True:
         fd = _syscall(_SYS_OPENAT2, dirfd, path, ctypes.byref(how), ctypes.sizeof(how))
         if fd >= 0:
             return int(fd)
         err = ctypes.get_errno()
         if err == errno.EAGAIN:  # a concurrent rename raced a `..` step: the kernel asks us to retry
+            # ... or, with O_NONBLOCK, a lease holder would make the open wait (same errno), as long as it holds on
+            # (up to lease-break-time, 45 s): on the event loop that is not spun on (the caller offloads).
+            tries += 1
+            if on_loop and flags & os.O_NONBLOCK and tries > _LOOP_RETRIES:
+                raise BlockingIOError(err, os.strerror(err), "/".join(parts))
             continue
         if err == errno.EXDEV:
             if on_loop:  # a mount point, or an escape: the thread's resolution (without NO_XDEV) tells which

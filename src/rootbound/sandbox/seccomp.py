@@ -41,7 +41,8 @@ those bits loses them on its first write: the command has no CAP_FSETID.)
 
 Always (whenever a command is sandboxed on a CPU this filter knows): `io_uring_setup` is
 refused (ENOSYS, so programs fall back): io_uring creates sockets and sets xattrs without
-these system calls; and so is taking a file lease (`fcntl(F_SETLEASE)`, EACCES). A lease
+these system calls; and so is taking a file lease (`fcntl(F_SETLEASE)`, EACCES), or a
+delegation (`F_SETDELEG`, Linux after 6.18: a lease by another name). A lease
 holder makes every other process's open() of the file wait for it, up to the kernel's
 lease-break-time (45 s) each time: a uid-0 command could take one on any root-owned file it
 can read (/etc/passwd, a system program) and stall the host's processes, and the server's.
@@ -79,6 +80,7 @@ _NETLINK_ROUTE: Final = 0
 _MSG_FASTOPEN: Final = 0x20000000
 _SET_ID: Final = 0o6000  # S_ISUID | S_ISGID
 _F_SETLEASE: Final = 1024
+_F_SETDELEG: Final = 1024 + 16  # (Linux after 6.18) a delegation: a lease by another name, as able to stall opens
 # Classic BPF opcodes.
 _LD_W_ABS: Final = 0x20
 _AND_K: Final = 0x54
@@ -193,8 +195,9 @@ def _program(table: dict[int, dict[str, tuple[int, ...]]], *, sockets: bool, met
     # chmod(path, mode), fchmod(fd, mode); fchmodat(dirfd, path, mode), fchmodat2(dirfd, path, mode, flags)
     block("mode1", (_LD_W_ABS, 0, 0, _arg(1)), (_JSET_K, "eperm", "allow", _SET_ID))
     block("mode2", (_LD_W_ABS, 0, 0, _arg(2)), (_JSET_K, "eperm", "allow", _SET_ID))
-    # fcntl(fd, cmd, arg): no lease (F_SETLEASE); every other command as it is
-    block("lease", (_LD_W_ABS, 0, 0, _arg(1)), (_JEQ_K, "eacces", "allow", _F_SETLEASE))
+    # fcntl(fd, cmd, arg): no lease (F_SETLEASE) nor delegation (F_SETDELEG); every other command as it is
+    block("lease", (_LD_W_ABS, 0, 0, _arg(1)), (_JEQ_K, "eacces", 0, _F_SETLEASE),
+          (_JEQ_K, "eacces", "allow", _F_SETDELEG))
     block("allow", (_RET_K, 0, 0, _RET_ALLOW))
     block("eacces", (_RET_K, 0, 0, _RET_ERRNO | errno.EACCES))
     block("eperm", (_RET_K, 0, 0, _RET_ERRNO | errno.EPERM))
