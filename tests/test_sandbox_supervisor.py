@@ -1,0 +1,172 @@
+"""The command supervisor (`sandbox/supervisor.py`): one long-lived bubblewrap sandbox per view, each command
+forked inside it into namespaces of its own. What a bubblewrap per command gave for free and the supervisor must
+give too: commands running at once cannot see each other's /tmp or processes; a supervisor that died is replaced
+and the next command is as confined as before; a root replaced or added gets a new sandbox (the old one binds the
+old directory). The isolation tests of tests/test_sandbox_*.py run under the supervisor unchanged."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from rootbound.sandbox import bwrap, helper
+from rootbound.sandbox.launchers import BwrapLauncher
+from tests.conftest import Harness, text_of
+from tests.test_commands_support import CommandServers, eventually
+
+pytestmark = [pytest.mark.anyio,
+              pytest.mark.skipif(not bwrap.probe().ok or os.geteuid() != 0 or helper.supervisor_bytes() is None,
+                                 reason="needs bubblewrap, root and a C compiler (the supervisor's conditions)")]
+
+
+async def _server(servers: CommandServers, **commands: object) -> Harness:
+    return await servers({"allowed": "*", "sandbox": "bwrap", "max_concurrent": 4, **commands})
+
+
+def _launcher(h: Harness) -> BwrapLauncher:
+    host = h.app.commands
+    assert host is not None and isinstance(host.launcher, BwrapLauncher)
+    return host.launcher
+
+
+def _descendants(pid: int) -> list[int]:
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        here = todo.pop()
+        try:
+            with open(f"/proc/{here}/task/{here}/children") as f:
+                kids = [int(k) for k in f.read().split()]
+        except FileNotFoundError:
+            continue
+        found += kids
+        todo += kids
+    return found
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except FileNotFoundError:
+        return ""
+
+
+def _supervisor_pids(h: Harness) -> list[int]:
+    """The supervisor processes of this server (inside their bubblewraps)."""
+    pids = []
+    for sup in list(_launcher(h).supervisors._by_key.values()):
+        pids += [p for p in _descendants(sup._proc.pid) if _comm(p) == ".rootbound-supe"]
+    return pids
+
+
+async def _sh(h: Harness, command: str, **kw: object) -> dict[str, object]:
+    result = await h.call("shell", command=command, root="workspace", **kw)
+    got = result.structured_content
+    assert got is not None, text_of(result)
+    return got
+
+
+async def test_commands_start_in_the_supervisor_each_in_namespaces_of_its_own(servers: CommandServers) -> None:
+    h = await _server(servers)
+    script = "cat /proc/1/comm; echo $$; ls -A /tmp; touch /tmp/mine"
+    first = await _sh(h, script)
+    second = await _sh(h, script)
+    assert first["exit_code"] == 0 and second["exit_code"] == 0, (first, second)
+    # PID 1 is the namespace init the supervisor forked (not bubblewrap), the shell PID 2 of a new PID namespace;
+    # /tmp is empty but for the private HOME, each time
+    assert first["stdout"] == second["stdout"] and str(first["stdout"]).startswith(".rootbound-supe\n2\nhome\n")
+    assert "mine" not in str(second["stdout"])
+    assert len(_supervisor_pids(h)) == 1  # both went through the one supervisor
+    assert "commands start: by a command supervisor" in "\n".join(_launcher(h).describe())
+
+
+async def test_two_commands_at_once_cannot_see_each_others_tmp_or_processes(servers: CommandServers) -> None:
+    h = await _server(servers)
+    got: dict[str, dict[str, object]] = {}
+
+    async def first() -> None:
+        got["a"] = await _sh(h, "echo A > /tmp/a-marker; sleep 2.5 & echo $! > /tmp/a-pid; sleep 1.5; "
+                                "cat /tmp/a-marker; ls /proc | grep -c '^[0-9]'")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(first)
+        await anyio.sleep(0.6)
+        got["b"] = await _sh(h, "ls -A /tmp; echo; ps -eo comm | grep -c sleep; kill -9 -1; echo kill-returned $?")
+    b_out = str(got["b"]["stdout"])
+    assert "a-marker" not in b_out and "a-pid" not in b_out, b_out  # A's /tmp is A's
+    assert b_out.splitlines()[-2:] == ["0", "kill-returned 1"], b_out  # A's sleeps: neither seen nor killable
+    assert str(got["a"]["stdout"]).startswith("A\n"), got["a"]  # A ran on, untouched
+
+
+async def test_a_crashed_supervisor_is_replaced_and_commands_stay_confined(servers: CommandServers,
+                                                                           tmp_path: Path) -> None:
+    h = await _server(servers)
+    ws = tmp_path / "workspace"
+    (ws / ".git").mkdir()
+    (ws / ".git" / "config").write_text("[core]\n")
+    assert (await _sh(h, "echo hi"))["stdout"] == "hi\n"
+    [before] = _supervisor_pids(h)
+    running: dict[str, object] = {}
+
+    async def long() -> None:
+        running["r"] = await _sh(h, "sleep 543.21; echo not-reached")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(long)
+        assert await eventually(lambda: any("543.21" in _cmdline(p) for p in _descendants(before)), 5)
+        os.kill(before, signal.SIGKILL)
+    assert "not-reached" not in str(running["r"].get("stdout"))  # it ended with its sandbox
+    assert not any("543.21" in _cmdline(int(p)) for p in os.listdir("/proc") if p.isdigit())
+    # The next command: a new supervisor, and the guards and the view as before.
+    got = await _sh(h, "cat /proc/1/comm; echo x >> .git/config; echo x > /etc/x; echo ok > note.txt && echo written")
+    assert str(got["stdout"]).splitlines() == [".rootbound-supe", "written"], got
+    assert "Read-only file system" in str(got["stderr"]), got
+    assert (ws / ".git" / "config").read_text() == "[core]\n" and (ws / "note.txt").read_text() == "ok\n"
+    [after] = _supervisor_pids(h)
+    assert after != before
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except (FileNotFoundError, ProcessLookupError):
+        return ""
+
+
+async def test_a_replaced_root_gets_a_new_supervisor(servers: CommandServers, tmp_path: Path) -> None:
+    h = await _server(servers)
+    ws = tmp_path / "workspace"
+    (ws / "old.txt").write_text("old\n")
+    assert (await _sh(h, "ls"))["stdout"] == "old.txt\n"
+    [before] = _supervisor_pids(h)
+    ws.rename(tmp_path / "workspace-before")
+    ws.mkdir()
+    (ws / "new.txt").write_text("new\n")
+    got = await _sh(h, "ls; echo made > made.txt")
+    assert got["stdout"] == "new.txt\n", got  # the directory now at the root's path, not the one bound before
+    assert (ws / "made.txt").read_text() == "made\n"
+    assert not (tmp_path / "workspace-before" / "made.txt").exists()
+    assert await eventually(lambda: _comm(before) != ".rootbound-supe", 5)  # the old one ended (it was idle)
+    assert len(_supervisor_pids(h)) == 1
+
+
+async def test_a_timeout_ends_every_process_of_the_command(servers: CommandServers) -> None:
+    h = await _server(servers)
+    started = time.monotonic()
+    result = await h.call("shell", command="trap '' TERM; sleep 432.1 & setsid sleep 432.1 & wait", root="workspace",
+                          timeout=1)
+    meta = result.structured_content
+    assert meta is not None and meta.get("timeout_seconds") == 1, text_of(result)
+    assert time.monotonic() - started < 5
+    assert await eventually(lambda: not _left("432.1"), 5), _left("432.1")
+
+
+def _left(marker: str) -> list[str]:
+    return [c for c in (_cmdline(int(p)) for p in os.listdir("/proc") if p.isdigit()) if marker in c]
