@@ -6,15 +6,17 @@ old directory). The isolation tests of tests/test_sandbox_*.py run under the sup
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
-from rootbound.sandbox import bwrap, helper
+from rootbound.sandbox import bwrap, helper, supervised, supervisor
 from rootbound.sandbox.launchers import BwrapLauncher
 from tests.conftest import Harness, text_of
 from tests.test_commands_support import CommandServers, eventually
@@ -170,3 +172,32 @@ async def test_a_timeout_ends_every_process_of_the_command(servers: CommandServe
 
 def _left(marker: str) -> list[str]:
     return [c for c in (_cmdline(int(p)) for p in os.listdir("/proc") if p.isdigit()) if marker in c]
+
+
+async def test_without_a_supervisor_each_command_gets_a_bubblewrap(servers: CommandServers, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A supervisor that cannot start (here: bubblewrap refuses its command line) leaves the command to a bubblewrap
+    of its own, confined as before, and `rootbound check` says so."""
+    real_view = supervised.view
+
+    def broken(*args: Any, **kwargs: Any) -> supervisor.View:
+        got = real_view(*args, **kwargs)
+        return dataclasses.replace(got, argv=["--no-such-option", *got.argv])
+
+    monkeypatch.setattr(supervised, "view", broken)
+    h = await _server(servers)
+    (tmp_path / "workspace" / ".git").mkdir()
+    (tmp_path / "workspace" / ".git" / "config").write_text("[core]\n")
+    got = await _sh(h, "cat /proc/1/comm; echo x >> .git/config")
+    assert got["stdout"] == "bwrap\n" and "Read-only file system" in str(got["stderr"]), got
+    text = "\n".join(_launcher(h).describe())
+    assert "commands start: a bubblewrap per command (the command supervisor could not start: " in text, text
+    assert (await _sh(h, "cat /proc/1/comm"))["stdout"] == "bwrap\n"  # and no new attempt for every command
+
+
+async def test_without_a_compiler_each_command_gets_a_bubblewrap(servers: CommandServers,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(helper, "_built_supervisor", [None])
+    h = await _server(servers)
+    assert (await _sh(h, "cat /proc/1/comm"))["stdout"] == "bwrap\n"
+    assert "a bubblewrap per command (no C compiler" in "\n".join(_launcher(h).describe())

@@ -27,6 +27,7 @@ import anyio
 
 from rootbound.config import Config
 from rootbound.execution.launch import Child, Launch, PopenChild, popen
+from rootbound.logs import log
 from rootbound.sandbox import bwrap, creds, helper, janitor, landlock, limits, nofollow, seccomp, supervised, supervisor
 from rootbound.sandbox.creds import RunAs
 from rootbound.sandbox.layout import DEVICES, SYSTEM_PATHS, Layout, is_under, layout, work_areas
@@ -428,9 +429,8 @@ class BwrapLauncher(_Base):
         """`launch` for the view's command supervisor (`supervised.py`); None when it cannot run it."""
         c = self.config.commands
         where = layout(launch, c)
-        compiled = self._compiled(where)
         built = helper.supervisor_bytes()
-        if compiled is None or built is None:
+        if built is None:
             return None
         guards = Guards()
         areas: list[Bind] = []
@@ -449,7 +449,6 @@ class BwrapLauncher(_Base):
             private_home = _home(env, where, bwrap.HOME)
             args = self._launcher(launch, where, private_home, [], True)[1:]
             request = supervised.request(launch.cwd_fd, launch.cwd_path, guards, env, args)
-            request.encode(0)
             kinds = self._seccomp_kinds()
             newnet = self._newnet()
             key = supervised.view_key(where, areas, network=c.network, kinds=kinds, abi=self.level.abi, newnet=newnet)
@@ -464,7 +463,7 @@ class BwrapLauncher(_Base):
         program = (seccomp.program(sockets="sockets" in kinds, metadata=False, setid="setid" in kinds)
                    if kinds else None)
         make_view = partial(supervised.view, where, areas, key=key, network=c.network, newnet=newnet,
-                            compiled=compiled, supervisor=built, seccomp_program=program)
+                            supervisor=built, seccomp_program=program)
         state: dict[str, object] = {}
         return replace(launch, spawn=partial(self._spawn_supervised, key=key, make_view=make_view, request=request,
                                              state=state, original=launch),
@@ -481,6 +480,8 @@ class BwrapLauncher(_Base):
                 child = await self.supervisors.get(key, make_view, loop).run(request)
             except supervisor.Unavailable as exc:
                 self.supervisors.failed(str(exc))
+                log.warning("the command supervisor could not start; each command now gets a bubblewrap of its own",
+                            extra={"error": str(exc)[:300]})
                 alone = self._one_bwrap(original)
                 state["cleanup"] = alone.cleanup
                 proc = PopenChild(popen(alone, **alone.popen_options), loop)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import shutil
+import subprocess
 from collections.abc import Callable, Sequence
 
 from rootbound.sandbox import bwrap, helper
@@ -75,30 +77,69 @@ def _fstat_id(fd: int) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
+_UNSHARE = shutil.which("unshare", path="/usr/bin:/bin")
+_ALL_IDS = "0 0 4294967295"
+
+
+def identity_userns() -> int | None:
+    """A descriptor of a new user namespace mapping every uid and gid to itself, or None (no `unshare` here).
+
+    The supervisor runs in it: its capabilities (CAP_SYS_ADMIN to build each command's mounts) count in that
+    namespace only, never as the host's, while users and groups stay what they are (chown to another user is
+    refused for lack of CAP_CHOWN, as under a bubblewrap per command, not for an unmapped id). Made by a shell
+    that util-linux's `unshare` put in it, whose maps this server (root) writes."""
+    if _UNSHARE is None:
+        return None
+    try:
+        holder = subprocess.Popen([_UNSHARE, "--user", "--", "/bin/sh", "-c", "echo; read x"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd="/",
+                                  env={"PATH": "/usr/bin:/bin"})
+    except OSError:
+        return None
+    assert holder.stdin is not None and holder.stdout is not None
+    try:
+        if holder.stdout.readline() != b"\n":  # (it runs inside the new namespace now)
+            return None
+        for name in ("uid_map", "gid_map"):
+            with open(f"/proc/{holder.pid}/{name}", "w") as f:
+                f.write(_ALL_IDS)
+        return os.open(f"/proc/{holder.pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    finally:
+        holder.stdin.close()
+        holder.stdout.close()
+        holder.wait()
+
+
 def view(where: Layout, areas: Sequence[Bind], *, key: tuple[object, ...], network: bool, newnet: bool,
-         compiled: bytes, supervisor: bytes, seccomp_program: bytes | None) -> View:
+         supervisor: bytes, seccomp_program: bytes | None) -> View:
     """The supervisor's bubblewrap: the view of `bwrap.build` without a command's guards or working directory,
-    in a user namespace of its own (a capability bug in it cannot reach the host's), the launcher and the
-    supervisor on its root, then `/` and /dev read-only."""
+    in a user namespace of its own (a capability bug in it cannot reach the host's), the supervisor (the launcher
+    compiled in) on its root, then `/` and /dev read-only."""
     staged: list[int] = []
     try:
-        staged.append(helper.stage(compiled))
         staged.append(helper.stage(supervisor))
-        extra = ["--perms", "0555", "--file", str(staged[0]), helper.PATH,
-                 "--perms", "0555", "--file", str(staged[1]), helper.SUPERVISOR_PATH]
+        extra = ["--perms", "0555", "--file", str(staged[0]), helper.SUPERVISOR_PATH]
         filter_fd = -1
         if seccomp_program is not None:
             staged.append(helper.stage(seccomp_program))
             filter_fd = staged[-1]
         plan = bwrap.build(where, areas, Guards(), cwd_path="/", network=network, switch_user=False,
                            python_launcher=False, extra=extra)
+        userns = identity_userns()
     except BaseException:
         for fd in staged:
             os.close(fd)
         raise
-    # (after build's --cap-drop ALL, which would undo them)
-    argv = ["--unshare-user", "--uid", "0", "--gid", "0", *plan.argv[:-1], "--cap-add", "CAP_SYS_ADMIN",
-            "--cap-add", "CAP_SETPCAP", "--remount-ro", "/dev", "--remount-ro", "/"]
+    if userns is not None:
+        staged.append(userns)
+        user = ["--userns", str(userns)]
+    else:  # uid 0 alone mapped: chown to another user is then EINVAL, not EPERM
+        user = ["--unshare-user", "--uid", "0", "--gid", "0"]
+    # (the capabilities after build's --cap-drop ALL, which would undo them)
+    argv = [*user, *plan.argv[:-1], "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP",
+            "--remount-ro", "/dev", "--remount-ro", "/"]
     options = ["--newnet"] if newnet else []
     for path in carried(where, areas):
         options += ["--carry", path]

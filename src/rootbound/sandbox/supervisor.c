@@ -26,11 +26,17 @@
  * binds under it), /proc (with bubblewrap's read-only covers) and /dev/shm, binds the guards by descriptor, enters
  * the working directory, and forks X, the command; then G drops everything (capabilities, descriptors, dumpable)
  * and only reaps. X keeps CAP_DAC_READ_SEARCH alone (as under a bubblewrap per command), sets no_new_privs and
- * the seccomp filter, and executes the launcher (exec_helper.c), which sets the limits and Landlock, drops the
- * last capability and executes the command. Any failure before that: a message on the command's stderr, exit
+ * the seccomp filter, and runs the launcher (exec_helper.c, compiled in), which sets the limits and Landlock,
+ * drops the last capability and executes the command. Any failure before that: a message on the command's stderr, exit
  * 126, nothing run.
  */
 #define _GNU_SOURCE
+/* The launcher, compiled in: X calls its main instead of executing it (one exec and a dynamic load fewer). Its
+ * fail(), confine_error(), MOVED and capability structures serve here too. */
+#define main launcher_main
+#include "exec_helper.c"
+#undef main
+
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/close_range.h>
@@ -61,14 +67,9 @@
 #define MAX_CARRY 64
 #define MAXRUN 256
 #define CAP_DAC_READ_SEARCH 2
-#define CAP_VERSION_3 0x20080522
 
 enum { R_READY = 0, R_STARTED = 1, R_EXITED = 2, R_ERROR = 3 };
 struct reply { uint32_t id, type; int32_t code, signal; }; /* ERROR: signal holds the errno */
-
-static const char MOVED[] = "a root or a protected path changed while the sandbox was being built (renamed, or "
-                            "replaced by a symbolic link), so it could not be confined as checked; nothing was run. "
-                            "Try again";
 
 static int sock = -1, newnet;
 static const char *carry[MAX_CARRY];
@@ -87,23 +88,6 @@ static struct {
     char *args[MAX_FIELDS + 2];
     int nguards, nenv, nargs;
 } req;
-
-struct cap_header { uint32_t version; int pid; };
-struct cap_data { uint32_t effective, permitted, inheritable; };
-
-/* In G or X: say why on the command's stderr, exit 126 (as the launcher), nothing run. */
-static void fail(const char *message) {
-    char buf[4096];
-    int n = snprintf(buf, sizeof buf, "rootbound sandbox: %s\n", message);
-    if (n > 0) (void)!write(2, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
-    _exit(126);
-}
-
-static void confine_error(const char *what) {
-    char buf[1024];
-    snprintf(buf, sizeof buf, "cannot confine the command: %s: %s", what, strerror(errno));
-    fail(buf);
-}
 
 /* DEV:INO:REST -> dev, ino, and REST; 0 when malformed. */
 static int identity(const char *text, unsigned long long *dev, unsigned long long *ino, const char **rest) {
@@ -230,10 +214,8 @@ static void command(void) {
         struct sock_fprog prog = {filter_len, filter};
         if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0)) confine_error("seccomp");
     }
-    signal(SIGPIPE, SIG_DFL);
-    syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
-    execve(HELPER, req.args, req.env);
-    confine_error("executing the launcher");
+    environ = req.env;
+    _exit(launcher_main(req.nargs, req.args)); /* (it executes the command, or fails: exit 126) */
 }
 
 static volatile sig_atomic_t slot_of_g = -1;

@@ -61,20 +61,20 @@ class View:
     filter_fd: int  # -1: no seccomp filter (else one of `staged`)
 
 
-@dataclass(frozen=True)
 class Request:
-    cwd: str  # DEV:INO:PATH
-    guards: Sequence[str]  # MODE:DEV:INO:PATH, parents first
-    env: Sequence[str]  # NAME=value
-    args: Sequence[str]  # the launcher's, after its name
+    """One command for the supervisor (`supervisor.c` says what each field means), encoded once: raises
+    Unavailable when it is too large for one message."""
+
+    def __init__(self, cwd: str, guards: Sequence[str], env: Sequence[str], args: Sequence[str]) -> None:
+        fields = [f"c{cwd}", *(f"g{g}" for g in guards), *(f"e{e}" for e in env), *(f"x{a}" for a in args)]
+        if any("\0" in f for f in fields):
+            raise Unavailable("a NUL character in the request")
+        self.body = b"".join(f.encode("utf-8", "surrogateescape") + b"\0" for f in fields)
+        if len(self.body) > MAX_REQUEST - 16:
+            raise Unavailable("request too large for the supervisor")
 
     def encode(self, ident: int) -> bytes:
-        fields = [f"i{ident}", f"c{self.cwd}", *(f"g{g}" for g in self.guards), *(f"e{e}" for e in self.env),
-                  *(f"x{a}" for a in self.args)]
-        data = b"".join(f.encode("utf-8", "surrogateescape") + b"\0" for f in fields)
-        if len(data) > MAX_REQUEST or any("\0" in f for f in fields):
-            raise Unavailable("request too large for the supervisor")
-        return data
+        return b"i%d\0" % ident + self.body
 
 
 _CRED = struct.Struct("3i")
@@ -194,7 +194,6 @@ class Supervisor:
     async def run(self, request: Request) -> SupervisedChild:
         """Start the command `request` describes; raise Unavailable when this supervisor cannot (start: the caller
         uses a bubblewrap), OSError when the start failed."""
-        request.encode(0)  # (too large: Unavailable, before anything is made)
         try:
             await asyncio.wait_for(asyncio.shield(self.ready), _START_SECONDS)
         except TimeoutError:
