@@ -18,6 +18,7 @@ import pytest
 
 from rootbound.sandbox import bwrap, helper, supervised, supervisor
 from rootbound.sandbox.launchers import BwrapLauncher
+from tests import live
 from tests.conftest import Harness, text_of
 from tests.test_commands_support import CommandServers, eventually
 
@@ -201,3 +202,19 @@ async def test_without_a_compiler_each_command_gets_a_bubblewrap(servers: Comman
     h = await _server(servers)
     assert (await _sh(h, "cat /proc/1/comm"))["stdout"] == "bwrap\n"
     assert "a bubblewrap per command (no C compiler" in "\n".join(_launcher(h).describe())
+
+
+def test_a_killed_server_takes_its_supervisor_and_commands_along(tmp_path: Path) -> None:
+    """The server SIGKILLed while a command runs in its supervisor: the command, the supervisor and its sandbox end
+    too (bubblewrap's --die-with-parent), nothing is left running."""
+    config = live.write_config(tmp_path, commands={"allowed": ["sleep"], "sandbox": "bwrap"})
+    with live.raw_stdio(["--config", str(config)], tmp_path / "server.log", live.clean_env()) as server:
+        server.initialize()
+        server.send(live.call("execute_command", {"command": "sleep 654.32", "root": "workspace"}, 1))
+        assert live.wait_until(lambda: live.running("654.32"), 10), "the command never started"
+        supervisors = [p for p in _descendants(server.proc.pid) if _comm(p) == ".rootbound-supe"]
+        assert supervisors, "the command did not go through a supervisor"
+        os.kill(server.proc.pid, signal.SIGKILL)
+        server.proc.wait()
+    assert live.wait_until(lambda: not live.running("654.32"), 5), live.running("654.32")
+    assert live.wait_until(lambda: not any(_comm(p) == ".rootbound-supe" for p in supervisors), 5)
