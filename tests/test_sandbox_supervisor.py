@@ -60,11 +60,20 @@ def _comm(pid: int) -> str:
         return ""
 
 
+def _parent(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[1])
+    except (FileNotFoundError, IndexError, ValueError):
+        return 0
+
+
 def _supervisor_pids(h: Harness) -> list[int]:
-    """The supervisor processes of this server (inside their bubblewraps)."""
+    """The supervisor processes of this server (inside their bubblewraps; not the namespace inits they fork)."""
     pids = []
     for sup in list(_launcher(h).supervisors._by_key.values()):
-        pids += [p for p in _descendants(sup._proc.pid) if _comm(p) == ".rootbound-supe"]
+        pids += [p for p in _descendants(sup._proc.pid)
+                 if _comm(p) == ".rootbound-supe" and _comm(_parent(p)) == "bwrap"]
     return pids
 
 
@@ -218,3 +227,25 @@ def test_a_killed_server_takes_its_supervisor_and_commands_along(tmp_path: Path)
         server.proc.wait()
     assert live.wait_until(lambda: not live.running("654.32"), 5), live.running("654.32")
     assert live.wait_until(lambda: not any(_comm(p) == ".rootbound-supe" for p in supervisors), 5)
+
+
+async def test_a_supervisor_replaced_while_busy_ends_after_its_last_command(servers: CommandServers,
+                                                                           tmp_path: Path) -> None:
+    h = await _server(servers)
+    ws = tmp_path / "workspace"
+    got: dict[str, dict[str, object]] = {}
+
+    async def long() -> None:
+        got["long"] = await _sh(h, "sleep 4; echo done")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(long)
+        assert await eventually(lambda: any(_comm(p) == "sleep" for s in _supervisor_pids(h)
+                                            for p in _descendants(s)), 5)
+        [before] = _supervisor_pids(h)
+        ws.rename(tmp_path / "workspace-before")
+        ws.mkdir()
+        assert (await _sh(h, "echo new > new.txt; ls"))["stdout"] == "new.txt\n"
+        assert _comm(before) == ".rootbound-supe"  # still running the long command
+    assert got["long"]["stdout"] == "done\n", got  # not cut short by the replacement
+    assert await eventually(lambda: _comm(before) != ".rootbound-supe", 5)  # and ended after it

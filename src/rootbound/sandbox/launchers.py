@@ -477,7 +477,10 @@ class BwrapLauncher(_Base):
         loop = asyncio.get_running_loop()
         with anyio.CancelScope(shield=True):
             try:
-                child = await self.supervisors.get(key, make_view, loop).run(request)
+                try:
+                    child = await self.supervisors.get(key, make_view, loop).run(request)
+                except supervisor.Ended:  # (it died meanwhile: the next one starts anew)
+                    child = await self.supervisors.get(key, make_view, loop).run(request)
             except supervisor.Unavailable as exc:
                 self.supervisors.failed(str(exc))
                 log.warning("the command supervisor could not start; each command now gets a bubblewrap of its own",

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from rootbound.sandbox import bwrap, helper
 
-__all__ = ["MAX_REQUEST", "Pool", "Request", "SupervisedChild", "Supervisor", "Unavailable", "View"]
+__all__ = ["MAX_REQUEST", "Ended", "Pool", "Request", "SupervisedChild", "Supervisor", "Unavailable", "View"]
 
 _REPLY = struct.Struct("<2I2i")
 _READY, _STARTED, _EXITED, _ERROR = 0, 1, 2, 3
@@ -46,6 +46,10 @@ _KEEP = 2  # supervisors kept per launcher (views in use at once: operator roots
 
 class Unavailable(Exception):
     """This command cannot go through a supervisor (too big, or none could be started): use a bubblewrap."""
+
+
+class Ended(Unavailable):
+    """The supervisor had started, and ended before the command could be sent: a new one may well start."""
 
 
 @dataclass(frozen=True)
@@ -163,6 +167,7 @@ class Supervisor:
         self._children: dict[int, SupervisedChild | None] = {}  # by request id; None until connected
         self._early: dict[int, tuple[int, int]] = {}  # an end reported before its child was made
         self._closed = False
+        self._pending = 0  # commands waiting for it to be ready
         self.ready: asyncio.Future[None] = loop.create_future()
         try:
             argv = [bwrap.BWRAP, *view.argv, "--", helper.SUPERVISOR_PATH, str(theirs.fileno()), str(view.filter_fd),
@@ -189,18 +194,21 @@ class Supervisor:
 
     @property
     def busy(self) -> bool:
-        return bool(self._children) or bool(self._starting)
+        return bool(self._children) or bool(self._starting) or self._pending > 0
 
     async def run(self, request: Request) -> SupervisedChild:
         """Start the command `request` describes; raise Unavailable when this supervisor cannot (start: the caller
         uses a bubblewrap), OSError when the start failed."""
+        self._pending += 1
         try:
             await asyncio.wait_for(asyncio.shield(self.ready), _START_SECONDS)
         except TimeoutError:
             self.close()
             raise Unavailable("the command supervisor did not start in time") from None
+        finally:
+            self._pending -= 1
         if self._closed:
-            raise Unavailable("the command supervisor ended")
+            raise Ended("the command supervisor ended")
         ident = self._next
         self._next += 1
         data = request.encode(ident)
@@ -213,7 +221,7 @@ class Supervisor:
             try:
                 socket.send_fds(self._sock, [data], [out_w, err_w])
             except OSError as exc:
-                raise Unavailable(f"cannot reach the command supervisor: {exc}") from None
+                raise Ended(f"cannot reach the command supervisor: {exc}") from None
             finally:
                 os.close(out_w)
                 os.close(err_w)
@@ -273,6 +281,9 @@ class Supervisor:
                     self._early[ident] = (code, sig)
             for fd in fds[1:] if kind == _STARTED else fds:
                 os.close(fd)
+            if self.retired and not self.busy:  # its last command ended: nothing will use it any more
+                self.close()
+                return
 
     def _gone(self) -> None:
         """The supervisor ended (crashed, killed, or closed): its sandbox, and every command in it, went with it."""
@@ -324,6 +335,7 @@ class Pool:
 
     def __init__(self) -> None:
         self._by_key: dict[object, Supervisor] = {}  # by the places of their views
+        self._retired: set[Supervisor] = set()  # still running a command
         self.problem: str | None = None  # why supervisors cannot start here (commands then get a bubblewrap each)
 
     def get(self, key: tuple[object, ...], view: Callable[[], View], loop: asyncio.AbstractEventLoop) -> Supervisor:
@@ -339,21 +351,24 @@ class Pool:
         self._by_key[key[0]] = sup
         while len(self._by_key) > _KEEP:  # the oldest places are probably not coming back
             self._retire(self._by_key[next(iter(self._by_key))])
-        for old in [s for s in _LIVE if s.retired and not s.busy]:
-            old.close()
         return sup
 
     def _retire(self, sup: Supervisor) -> None:
+        """No new command for `sup`: closed now if idle, else once its last command ends (`_on_message`)."""
         if self._by_key.get(sup.key[0]) is sup:
             del self._by_key[sup.key[0]]
         sup.retired = True
-        if not sup.busy:
+        self._retired = {s for s in self._retired if s.alive}
+        if sup.busy:
+            self._retired.add(sup)
+        else:
             sup.close()
 
     def close(self) -> None:
-        for sup in list(self._by_key.values()):
+        for sup in [*self._by_key.values(), *self._retired]:
             sup.close()
         self._by_key.clear()
+        self._retired.clear()
 
     def failed(self, why: str) -> None:
         self.problem = why
