@@ -249,3 +249,20 @@ async def test_a_supervisor_replaced_while_busy_ends_after_its_last_command(serv
         assert _comm(before) == ".rootbound-supe"  # still running the long command
     assert got["long"]["stdout"] == "done\n", got  # not cut short by the replacement
     assert await eventually(lambda: _comm(before) != ".rootbound-supe", 5)  # and ended after it
+
+
+async def test_commands_sharing_the_empty_network_namespace_cannot_reach_each_other(servers: CommandServers) -> None:
+    """With the network off, a supervisor's commands share its empty network namespace (loopback included): none
+    can make a socket another could reach, so none can listen for another (Landlock: TCP bind; seccomp: the rest)."""
+    h = await _server(servers)
+    probe = ("import socket\n"
+             "for kind, family, addr in ((socket.SOCK_STREAM, socket.AF_INET, ('127.0.0.1', 45678)),\n"
+             "                           (socket.SOCK_DGRAM, socket.AF_INET, ('127.0.0.1', 45678)),\n"
+             "                           (socket.SOCK_STREAM, socket.AF_UNIX, '\\0rootbound-probe')):\n"
+             "    try:\n"
+             "        socket.socket(family, kind).bind(addr); print('bound')\n"
+             "    except OSError as e:\n"
+             "        print(e.errno)\n")
+    got = await _sh(h, f"python3 -c \"{probe}\"")
+    assert got["exit_code"] == 0 and "bound" not in str(got["stdout"]), got
+    assert len(str(got["stdout"]).split()) == 3, got

@@ -376,10 +376,13 @@ class BwrapLauncher(_Base):
         """How commands are started, for `rootbound check` and the startup log."""
         why = self._unsupervised_reason()
         if why is None:
+            own = "PID, mount, IPC" + (" and network" if self._newnet() else "")
+            shared = ("; the network namespace, empty, is shared by a supervisor's commands (Landlock and seccomp "
+                      "leave them no socket to reach each other)"
+                      if not self.config.commands.network and not self._newnet() else "")
             return ("by a command supervisor: one long-lived bubblewrap sandbox per view (roots, paths, network), "
-                    "each command in new PID, mount, IPC" + ("" if self.config.commands.network else
-                                                              (" and network" if self._newnet() else "")) +
-                    " namespaces with its own /tmp, /proc and /dev/shm")
+                    f"each command in new {own} namespaces, with its own /tmp, /proc and /dev/shm{shared}; were it "
+                    "unable to start, a bubblewrap per command (logged, and shown here)")
         return f"a bubblewrap per command ({why})"
 
     def _unsupervised_reason(self) -> str | None:
