@@ -286,7 +286,7 @@ async def test_fifty_concurrent_calls_over_fifty_sessions_and_on_one(tmp_path: P
 
 
 async def test_sigterm_lets_the_server_stop_and_kills_running_commands(tmp_path: Path) -> None:
-    marker = "31.4159"  # a sleep nobody else runs, to find it among the machine's processes
+    marker = f"31.{os.getpid()}"  # a sleep nobody else runs (not a run beside this one), to find it by
     with http_server(tmp_path, commands={"allowed": ["sleep"]}, shutdown_grace=1) as base:
 
         async def call() -> None:

@@ -28,6 +28,8 @@ _OS_PATH = {"exists", "lexists", "isdir", "isfile", "islink", "ismount", "realpa
 _SHUTIL = {"rmtree", "copy", "copy2", "copyfile", "copytree", "move", "copymode", "copystat", "chown", "which"}
 # rootbound.fs.beneath's: only Root may resolve
 _RESOLVERS = {"open_beneath", "locate", "locate_making", "make_dirs", "undo_dirs"}
+# rootbound.fs.removal's: removes a tree by name (beneath a descriptor, or a host path)
+_REMOVERS = {"remove_tree"}
 
 # module (relative to src/rootbound) -> (the calls it may make, why)
 ALLOWED: dict[str, tuple[set[str], str]] = {
@@ -47,9 +49,9 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
     "execution/policy.py": ({"shutil.which", "os.path.realpath"},
                             "finds the allowlisted programs on PATH (host programs, not paths in a root)"),
     "execution/service.py": ({"os.path.exists"}, "checks the resolved program exists before it is run"),
-    "leftovers.py": ({"os.stat", "os.listdir", "os.lstat", "shutil.rmtree"},
+    "leftovers.py": ({"os.stat", "os.listdir", "os.lstat", "remove_tree"},
                      "the temp directories killed servers left (the server's own kind, outside every root)"),
-    "execution/spill.py": ({"os.open", "shutil.rmtree", "os.scandir", "os.mkdir", "os.unlink"},
+    "execution/spill.py": ({"os.open", "remove_tree", "os.scandir", "os.mkdir", "os.unlink"},
                            "the server's own spill directory, made by the server outside every root"),
     "execution/workdir.py": ({"os.readlink", "os.path.realpath", "os.open", "os.path.isdir"},
                              "a plain cwd is a host path by contract (seed 000), checked against allowed_cwd_roots "
@@ -84,7 +86,7 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
     "sandbox/exec.py": ({"os.stat", "os.open", "os.mkdir"},
                         "the launcher inside bubblewrap checks each bind landed where it was meant to"),
     "sandbox/helper.py": ({"shutil.which"}, "finds the C compiler that builds the launcher, in its own temp directory"),
-    "sandbox/janitor.py": ({"shutil.rmtree", "os.rmdir"},
+    "sandbox/janitor.py": ({"remove_tree", "os.rmdir"},
                            "removes a finished command's private temp directory (the server's own)"),
     "sandbox/landlock.py": ({"os.open"}, "Landlock rules for system and operator-configured host paths"),
     "sandbox/launchers.py": ({"os.path.realpath", "os.mkdir", "open", "os.chown"},
@@ -98,7 +100,7 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
                               "identities (dev:ino) of operator-configured host paths; finds util-linux's unshare and "
                               "writes the id maps of the user namespace it made (/proc/PID/uid_map, ns/user)"),
     "sandbox/supervisor.py": ({"open"}, "wraps the command's pipe descriptors as files for the event loop"),
-    "sandbox/protect.py": ({"os.open", "os.stat", "os.listdir", "shutil.rmtree", "os.unlink"},
+    "sandbox/protect.py": ({"os.open", "os.stat", "os.listdir", "remove_tree", "os.unlink"},
                            "binds git's and protected_paths' entries read-only by descriptor, walking beneath "
                            "Root.handle() one O_PATH|O_NOFOLLOW component at a time, and sweeps what a command "
                            "made there (a candidate for a Root method)"),
@@ -107,7 +109,7 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
 
 def _call_name(node: ast.Call) -> str | None:
     f = node.func
-    if isinstance(f, ast.Name) and f.id in (*_RESOLVERS, "open"):
+    if isinstance(f, ast.Name) and f.id in (*_RESOLVERS, *_REMOVERS, "open"):
         return f.id
     if not isinstance(f, ast.Attribute):
         return None
@@ -135,6 +137,8 @@ def path_calls(source: str) -> list[tuple[int, str]]:
             found += [(node.lineno, f"from {node.module} import {a.name}") for a in node.names]
         elif isinstance(node, ast.ImportFrom) and (node.module or "").endswith("beneath"):
             found += [(node.lineno, a.name) for a in node.names if a.name in _RESOLVERS]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").endswith("removal"):
+            found += [(node.lineno, a.name) for a in node.names if a.name in _REMOVERS]
     return found
 
 
@@ -167,7 +171,8 @@ def test_the_check_sees_what_it_must() -> None:
     """The walk itself: each kind of door is found (a check that finds nothing proves nothing)."""
     source = ("import os, shutil\nfrom rootbound.fs.beneath import open_beneath\nfrom os import stat\n"
               "os.open('x', 0)\nos.path.realpath('x')\nshutil.rmtree('x')\nopen('x')\nopen_beneath(3, [], 0)\n"
-              "os.stat('x', dir_fd=3)\nos.fstat(3)\nos.close(3)\n")
+              "os.stat('x', dir_fd=3)\nos.fstat(3)\nos.close(3)\n"
+              "from rootbound.fs.removal import remove_tree\nremove_tree(None, 'x')\n")
     assert sorted(name for _, name in path_calls(source)) == sorted([
         "open_beneath", "from os import stat", "os.open", "os.path.realpath", "shutil.rmtree", "open",
-        "open_beneath", "os.stat"])  # fd calls (fstat, close) are not path work
+        "open_beneath", "os.stat", "remove_tree", "remove_tree"])  # fd calls (fstat, close) are not path work

@@ -231,7 +231,7 @@ def _running(marker: str) -> list[int]:
 @NEEDS_BWRAP
 async def test_daemon_left_behind_is_gone_after_the_call(servers: CommandServers, ws: Path, outside: Path) -> None:
     h = await sandboxed(servers, "bwrap", "*", outside)
-    marker = "987.654321"  # a unique sleep argument to find the process by
+    marker = f"987.{os.getpid()}"  # a sleep argument only this run makes, to find the process by
     got = await h.ok("shell", command=f"setsid sleep {marker} </dev/null >/dev/null 2>&1 & echo started",
                      root="workspace")
     assert got["stdout"] == "started\n" and "note" not in got
@@ -241,7 +241,7 @@ async def test_daemon_left_behind_is_gone_after_the_call(servers: CommandServers
 @NEEDS_BWRAP
 async def test_timeout_leaves_nothing_running(servers: CommandServers, ws: Path, outside: Path) -> None:
     h = await sandboxed(servers, "bwrap", "*", outside)
-    marker = "876.54321"
+    marker = f"876.{os.getpid()}"  # (a run beside this one, in another checkout, must not be found)
     result = await h.call("shell", command=f"trap '' TERM; sleep {marker} & setsid sleep {marker} & wait",
                           root="workspace", timeout=1)
     assert result.is_error and result.structured_content is not None

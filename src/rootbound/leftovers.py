@@ -10,10 +10,12 @@ sticky bit lets nobody else rename or replace ours, and rmtree follows no link i
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-import shutil
 import stat
+
+from rootbound.fs.removal import remove_tree
 
 __all__ = ["name", "sweep"]
 
@@ -64,4 +66,5 @@ def sweep(parent: str, prefix: str) -> None:
         # out of a server's start). Only then the PID, which a server made within kill()'s range.
         if not (stat.S_ISDIR(st.st_mode) and st.st_uid == uid) or not 0 < pid <= _PID_MAX or pid == me or _alive(pid):
             continue
-        shutil.rmtree(path, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            remove_tree(None, path)

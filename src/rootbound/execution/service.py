@@ -19,6 +19,7 @@ import anyio
 
 from rootbound.config import Config
 from rootbound.errors import Denied, ToolError
+from rootbound.execution import setup
 from rootbound.execution.audit import write_audit
 from rootbound.execution.denials import sandbox_note
 from rootbound.execution.environment import build_env, check_assignment
@@ -171,6 +172,14 @@ def _shown_roots(roots: Mapping[str, Root], spill: SpillArea | None) -> tuple[Ro
     return tuple(r for r in roots.values() if r.available() and r is not empty)
 
 
+def _release(prepared: tuple[WorkDir, Launch]) -> None:
+    """What `prepare` opened, for a call cancelled while it ran in a thread."""
+    workdir, launch = prepared
+    workdir.close()
+    if launch.cleanup is not None:
+        launch.cleanup()
+
+
 def _note(roots: Mapping[str, Root], record: dict[str, Any], started: float) -> None:
     """The command's audit record in the journal of the root its working directory lies in (none: not noted)."""
     cwd = str(record["cwd"])
@@ -195,40 +204,55 @@ async def execute(request: CommandRequest, *, config: Config, roots: Mapping[str
         argv = [SHELL, "-c", request.command] if request.shell else _argv(request)
         if request.shell and "\x00" in request.command:
             raise ToolError("the command contains a null byte; nothing was run")
-        workdir: WorkDir = open_workdir(roots, project_dir, request.cwd, request.root,
-                                        config.commands.allowed_cwd_roots)
-        try:
-            record["cwd"] = workdir.path
-            env = build_env(policy, request.env, workdir.path, command_id)
-            if request.shell:
-                _check_script(policy, config, request.command, workdir.path)
-                executable = SHELL
-            else:
-                executable = _program(policy, argv[0], workdir.path, env["PATH"])
-                pattern = policy.blocked_by(argv)
-                if pattern is not None:
-                    raise Denied(f"command blocked by the server's policy (pattern {pattern!r}); nothing was run")
-            checked = _identity(workdir)
-        finally:
-            # A queued command holds no descriptor: 1,100 of them once exhausted the server's
-            # RLIMIT_NOFILE, and every other call failed with EMFILE. Reopened once its turn comes.
-            workdir.close()
+        # The working directory and the roots are looked at on the loop only where that cannot stall it (setup.py).
+        off_loop = setup.leaves_loop(roots, request.root, request.cwd, project_dir)
+
+        def check() -> tuple[dict[str, str], str, tuple[int, int, str]]:
+            workdir: WorkDir = open_workdir(roots, project_dir, request.cwd, request.root,
+                                            config.commands.allowed_cwd_roots)
+            try:
+                record["cwd"] = workdir.path
+                env = build_env(policy, request.env, workdir.path, command_id)
+                if request.shell:
+                    _check_script(policy, config, request.command, workdir.path)
+                    executable = SHELL
+                else:
+                    executable = _program(policy, argv[0], workdir.path, env["PATH"])
+                    pattern = policy.blocked_by(argv)
+                    if pattern is not None:
+                        raise Denied(f"command blocked by the server's policy (pattern {pattern!r}); nothing was run")
+                return env, executable, _identity(workdir)
+            finally:
+                # A queued command holds no descriptor: 1,100 of them once exhausted the server's
+                # RLIMIT_NOFILE, and every other call failed with EMFILE. Reopened once its turn comes.
+                workdir.close()
+
+        env, executable, checked = await setup.setup(check, off_loop=off_loop)
         timeout = min(request.timeout or config.commands.default_timeout, config.commands.max_timeout)
         queued = time.perf_counter()
         async with host.queue.turn():
             record["queued_ms"] = round((time.perf_counter() - queued) * 1000, 2)
-            workdir = open_workdir(roots, project_dir, request.cwd, request.root, config.commands.allowed_cwd_roots)
-            try:
-                if _identity(workdir) != checked:
-                    raise ToolError(f"the working directory {workdir.shown} was replaced or moved while the command "
-                                    "waited for its turn; nothing was run. Try again")
-                # Wrapped only when its turn comes: a sandbox may hold resources (temp directory, descriptors).
+
+            def prepare() -> tuple[WorkDir, Launch]:
+                workdir = open_workdir(roots, project_dir, request.cwd, request.root,
+                                       config.commands.allowed_cwd_roots)
                 try:
-                    launch = launcher.wrap(Launch(executable, argv, workdir.fd, workdir.path, env,
-                                                  roots=_shown_roots(roots, spill),
-                                                  programs=tuple(p.path for p in policy.paths)))
-                except OSError as exc:
-                    raise ToolError(f"cannot set up the command sandbox: {exc}; nothing was run") from None
+                    if _identity(workdir) != checked:
+                        raise ToolError(f"the working directory {workdir.shown} was replaced or moved while the "
+                                        "command waited for its turn; nothing was run. Try again")
+                    # Wrapped only when its turn comes: a sandbox may hold resources (temp directory, descriptors).
+                    try:
+                        return workdir, launcher.wrap(Launch(executable, argv, workdir.fd, workdir.path, env,
+                                                             roots=_shown_roots(roots, spill),
+                                                             programs=tuple(p.path for p in policy.paths)))
+                    except OSError as exc:
+                        raise ToolError(f"cannot set up the command sandbox: {exc}; nothing was run") from None
+                except BaseException:
+                    workdir.close()
+                    raise
+
+            workdir, launch = await setup.setup(prepare, off_loop=off_loop, release=_release)
+            try:
                 removed: list[str] = []
                 try:
                     result = await run(launch, timeout=timeout, max_output=config.commands.max_output_size,
@@ -238,8 +262,9 @@ async def execute(request: CommandRequest, *, config: Config, roots: Mapping[str
                                        inline_limit=config.commands.inline_output_limit,
                                        line_cost=request.line_cost)
                 finally:
-                    if launch.cleanup is not None:
-                        removed = list(launch.cleanup() or ())  # quick by contract (slow work: a thread of its own)
+                    if launch.cleanup is not None:  # quick by contract (slow work: a thread of its own)
+                        done = await setup.finish(launch.cleanup, off_loop=off_loop)
+                        removed = list(done or ())
                         if removed:
                             record["removed"] = removed
             finally:

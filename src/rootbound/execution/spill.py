@@ -23,7 +23,6 @@ import contextlib
 import errno
 import os
 import secrets
-import shutil
 import tempfile
 import threading
 import time
@@ -33,6 +32,7 @@ from dataclasses import dataclass
 from rootbound import leftovers
 from rootbound.catalogue import SPILL_TOOLS
 from rootbound.fs import Root
+from rootbound.fs.removal import remove_tree
 
 __all__ = ["SPILL_ROOT_NAME", "SpillArea", "SpillFile", "SpillInfo", "SpillRoot", "SpillStore", "new_command_id"]
 
@@ -78,7 +78,8 @@ class SpillStore:
         self.empty.close()
         with contextlib.suppress(OSError):
             os.close(self.fd)
-        shutil.rmtree(self.path, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            remove_tree(None, self.path)
 
 
 class SpillArea:
@@ -119,7 +120,7 @@ class SpillArea:
         if own is not None:
             own.close()
             with contextlib.suppress(OSError):
-                shutil.rmtree(os.path.basename(own.real_path), dir_fd=self.store.fd)
+                remove_tree(self.store.fd, os.path.basename(own.real_path))
 
 
 def _prune(root: SpillRoot) -> None:

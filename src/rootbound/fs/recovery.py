@@ -39,7 +39,6 @@ import json
 import os
 import re
 import secrets
-import shutil
 import signal
 import stat
 import threading
@@ -47,6 +46,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final
 
 from rootbound.fs.handles import fd_path, is_inside, lstat_or_none
+from rootbound.fs.removal import remove_tree
 from rootbound.logs import log
 
 __all__ = ["TEMP_NAME", "Move", "command_running", "default_state_dirs", "kill_point", "recover", "start",
@@ -385,7 +385,7 @@ def _same(st: os.stat_result | None, ident: object) -> bool:
 
 def _remove(dirfd: int, name: str, st: os.stat_result) -> None:
     if stat.S_ISDIR(st.st_mode):
-        shutil.rmtree(name, dir_fd=dirfd)  # by descriptor: symlinks inside are unlinked, never followed
+        remove_tree(dirfd, name)  # by descriptor: symlinks inside are unlinked, never followed
     else:
         os.unlink(name, dir_fd=dirfd)
 

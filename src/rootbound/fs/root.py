@@ -130,8 +130,12 @@ class Root:
 
     def _stale(self) -> bool:
         """Removed (no links left) or replaced (its path names another inode). A directory renamed away
-        with nothing at its old path stays served through its handle."""
-        st = os.fstat(self._fd)
+        with nothing at its old path stays served through its handle. A handle the filesystem no longer answers
+        for (ENOTCONN from a FUSE daemon that died, EIO) is as good as gone: it broke every command, of every root."""
+        try:
+            st = os.fstat(self._fd)
+        except OSError:
+            return True
         if st.st_nlink == 0:
             return True
         try:

@@ -36,7 +36,6 @@ import contextlib
 import errno
 import operator
 import os
-import shutil
 import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -49,6 +48,7 @@ from rootbound.fs.bounds import checkpoint
 from rootbound.fs.content import copy_fd
 from rootbound.fs.handles import lstat_or_none
 from rootbound.fs.paths import file_type
+from rootbound.fs.removal import remove_tree
 
 if TYPE_CHECKING:
     from rootbound.fs.ignores import Ignores
@@ -406,11 +406,6 @@ def open_file(dir_fd: int, name: str) -> tuple[int, os.stat_result] | None:
 # -- removing -------------------------------------------------------------------------------------
 
 
-def remove_tree(dirfd: int, name: str) -> None:
-    """Delete directory `name` and everything in it. CPython's rmtree with `dir_fd` walks by
-    descriptor and re-checks each directory's inode before entering it, so a symlink (or one
-    swapped in mid-walk) is unlinked, never followed (verified on 3.11)."""
-    shutil.rmtree(name, dir_fd=dirfd)
 
 
 @contextlib.contextmanager

@@ -23,10 +23,10 @@ import errno
 import os
 import queue
 import secrets
-import shutil
 import threading
 
 from rootbound import leftovers
+from rootbound.fs.removal import remove_tree
 
 __all__ = ["drain", "private_name", "remove_later", "sweep_stale"]
 
@@ -93,9 +93,14 @@ def _to_thread(path: str) -> None:
             thread.start()
 
 
+def _remove_quietly(path: str) -> None:
+    with contextlib.suppress(OSError):  # gone already, or moved meanwhile: nothing more to do here
+        remove_tree(None, path)
+
+
 def _work() -> None:
     while (path := _queue.get()) is not None:
-        shutil.rmtree(path, ignore_errors=True)
+        _remove_quietly(path)
         with _lock:
             _pending.discard(path)
 
@@ -113,4 +118,4 @@ def drain() -> None:
         left = list(_pending)
         _pending.clear()
     for path in left:
-        shutil.rmtree(path, ignore_errors=True)
+        _remove_quietly(path)

@@ -32,13 +32,13 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import os
-import shutil
 import stat
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from rootbound.errors import Denied
 from rootbound.fs import Root, display_path
+from rootbound.fs.removal import remove_tree
 
 __all__ = ["GIT_ENTRIES", "Bind", "GuardError", "Guards", "guard_root", "unenforced_rules"]
 
@@ -219,7 +219,7 @@ def _sweep(parent: int, done: tuple[str, ...], comps: list[str], existed: int, r
             continue  # a level that was there at the start (a mount point for the command) changed: not its doing
         elif not rest or stat.S_ISLNK(st.st_mode):  # the path itself, or a link that would lead it elsewhere
             if stat.S_ISDIR(st.st_mode):
-                shutil.rmtree(name, dir_fd=parent)
+                remove_tree(parent, name)
             else:
                 os.unlink(name, dir_fd=parent)
             removed.append(f"{root_name}:{display_path(here)}")
