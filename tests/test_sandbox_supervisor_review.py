@@ -4,6 +4,9 @@ sandbox must withstand as a bubblewrap per command does. Each test here failed o
 from __future__ import annotations
 
 import os
+from pathlib import Path
+
+import anyio
 
 import pytest
 
@@ -41,3 +44,62 @@ async def test_a_command_cannot_leave_a_key_for_the_next_command(servers: Comman
     assert first["exit_code"] == 0, first
     second = await _sh(h, _KEYS.format(mode="get"))
     assert "left-by-an-earlier-command" not in str(second["stdout"]), second
+
+
+_SWAPPER = r'''python3 - <<'PY'
+import os, random, time
+end, i = time.time() + {seconds}, 0
+while time.time() < end:  # .git/hooks, missing when this command started, made and renamed away at random times
+    try:
+        os.mkdir(".git/hooks")
+    except OSError:
+        pass
+    time.sleep(random.uniform(0, 0.004))
+    i += 1
+    try:
+        os.rename(".git/hooks", f".git/h{{i}}")
+    except OSError:
+        pass
+print("swaps", i)
+PY
+'''
+
+_WHERE = ("awk '$5 ~ /[.]git[/]h[0-9]+$/ {print \"GUARD-LANDED-AT\", $5}' /proc/self/mountinfo; "
+          "test -d .git/hooks && touch .git/hooks/pre-commit 2>/dev/null && echo HOOK-WRITTEN; true")
+
+
+async def test_a_guard_renamed_while_it_is_bound_is_not_left_writable(servers: CommandServers,
+                                                                      tmp_path: Path) -> None:
+    """The guards are looked up in the command's namespace, then bound onto that descriptor (open_tree +
+    move_mount), and nothing checks afterwards that the mount is at the guarded path (a bubblewrap per command has
+    the launcher's --bound check). A concurrent command for which .git/hooks was missing (so not a mount point in
+    its namespace) renames .git/hooks away and makes a new one between the lookup and the bind: the read-only bind
+    lands at the renamed directory, and the command gets a writable .git/hooks."""
+    h = await _server(servers, max_concurrent=6)
+    ws = tmp_path / "workspace"
+    (ws / ".git").mkdir()
+    (ws / ".git" / "config").write_text("[core]\n")
+    seconds = 40
+    seen: list[str] = []
+    stop = anyio.Event()
+
+    async def swapper() -> None:
+        await _sh(h, _SWAPPER.format(seconds=seconds), timeout=seconds + 20)
+        stop.set()
+
+    async def prober() -> None:
+        while not stop.is_set() and not seen:
+            got = await _sh(h, _WHERE)
+            out = str(got["stdout"])
+            if "GUARD-LANDED-AT" in out:
+                seen.append(out)
+                stop.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(swapper)
+        await anyio.sleep(1)
+        for _ in range(4):
+            tg.start_soon(prober)
+        await stop.wait()
+        tg.cancel_scope.cancel()
+    assert not seen, seen
