@@ -7,7 +7,6 @@ import os
 from pathlib import Path
 
 import anyio
-
 import pytest
 
 from rootbound.sandbox import bwrap, helper
