@@ -10,6 +10,7 @@ import anyio
 import pytest
 
 from rootbound.sandbox import bwrap, helper
+from tests.conftest import text_of
 from tests.test_commands_support import CommandServers
 from tests.test_sandbox_supervisor import _server, _sh
 
@@ -102,3 +103,13 @@ async def test_a_guard_renamed_while_it_is_bound_is_not_left_writable(servers: C
         await stop.wait()
         tg.cancel_scope.cancel()
     assert not seen, seen
+
+
+async def test_a_command_with_many_arguments_runs(servers: CommandServers) -> None:
+    """supervisor.c refuses a request with more than 8192 fields of a kind (MAX_FIELDS) with EINVAL, though it fits
+    in one message (18 KB here) and a bubblewrap per command runs it: the command fails to start ("cannot start
+    true: Invalid argument") instead of going to a bubblewrap of its own (as a request too large does)."""
+    h = await _server(servers)
+    result = await h.call("execute_command", command="echo " + " ".join(["a"] * 9000), root="workspace")
+    got = result.structured_content
+    assert got is not None and got.get("exit_code") == 0, text_of(result)[:300]
