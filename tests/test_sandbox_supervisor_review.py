@@ -107,7 +107,8 @@ async def test_a_guard_renamed_while_it_is_bound_is_not_left_writable(servers: C
 
 async def test_a_command_with_many_arguments_runs(servers: CommandServers) -> None:
     """supervisor.c refuses a request with more than 8192 fields of a kind (MAX_FIELDS) with EINVAL, though it fits
-    in one message (17 KB here; bubblewrap itself allows 9000 arguments in all) and a bubblewrap per command runs it: the command fails to start ("cannot start
+    in one message (17 KB here) and a bubblewrap per command
+    runs it (bubblewrap allows 9000 arguments in all): the command fails to start ("cannot start
     true: Invalid argument") instead of going to a bubblewrap of its own (as a request too large does)."""
     h = await _server(servers)
     result = await h.call("execute_command", command="echo " + " ".join(["a"] * 8300), root="workspace")
