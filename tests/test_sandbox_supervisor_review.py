@@ -11,7 +11,7 @@ import pytest
 
 from rootbound.sandbox import bwrap, helper
 from tests.conftest import text_of
-from tests.test_commands_support import CommandServers
+from tests.test_commands_support import CommandServers, eventually
 from tests.test_sandbox_supervisor import _server, _sh
 
 pytestmark = [pytest.mark.anyio,
@@ -46,63 +46,38 @@ async def test_a_command_cannot_leave_a_key_for_the_next_command(servers: Comman
     assert "left-by-an-earlier-command" not in str(second["stdout"]), second
 
 
-_SWAPPER = r'''python3 - <<'PY'
-import os, random, time
-end, i = time.time() + {seconds}, 0
-while time.time() < end:  # .git/hooks, missing when this command started, made and renamed away at random times
-    try:
-        os.mkdir(".git/hooks")
-    except OSError:
-        pass
-    time.sleep(random.uniform(0, 0.004))
-    i += 1
-    try:
-        os.rename(".git/hooks", f".git/h{{i}}")
-    except OSError:
-        pass
-print("swaps", i)
-PY
-'''
-
-_WHERE = ("awk '$5 ~ /[.]git[/]h[0-9]+$/ {print \"GUARD-LANDED-AT\", $5}' /proc/self/mountinfo; "
-          "test -d .git/hooks && touch .git/hooks/pre-commit 2>/dev/null && echo HOOK-WRITTEN; true")
+_MAKER = ("mkdir .git/hooks; while [ ! -e a-started ]; do sleep 0.05; done; "
+          "mv .git/hooks .git/moved-away; echo renamed")
+_PLANTER = ("touch a-started; while [ ! -d .git/moved-away ]; do sleep 0.05; done; sleep 2; "
+            "mkdir -p .git/hooks && printf '#!/bin/sh\\necho planted\\n' > .git/hooks/pre-commit && echo planted")
 
 
-async def test_a_guard_renamed_while_it_is_bound_is_not_left_writable(servers: CommandServers,
-                                                                      tmp_path: Path) -> None:
-    """The guards are looked up in the command's namespace, then bound onto that descriptor (open_tree +
-    move_mount), and nothing checks afterwards that the mount is at the guarded path (a bubblewrap per command has
-    the launcher's --bound check). A concurrent command for which .git/hooks was missing (so not a mount point in
-    its namespace) renames .git/hooks away and makes a new one between the lookup and the bind: the read-only bind
-    lands at the renamed directory, and the command gets a writable .git/hooks."""
-    h = await _server(servers, max_concurrent=6)
+@pytest.mark.parametrize("start", ["supervisor", "bubblewrap per command"])
+async def test_a_guarded_hooks_directory_renamed_by_another_command_does_not_let_a_hook_outlive_the_calls(
+        servers: CommandServers, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, start: str) -> None:
+    """Command B starts while .git/hooks is missing (so it is no mount point in B's namespace) and makes it; command
+    A starts, and its guard binds that .git/hooks read-only in A's namespace. B renames the directory away: the
+    rename is allowed (a mount point in another namespace does not count) and A's read-only mount follows the
+    dentry to .git/moved-away. B ends; its sweep finds nothing at .git/hooks. A then makes .git/hooks and a
+    pre-commit hook: A's sweep leaves it (.git/hooks existed when A started). The hook outlives both calls. Same
+    under a bubblewrap per command (its --bound check runs once, before the rename)."""
+    if start != "supervisor":
+        monkeypatch.setattr(helper, "_built_supervisor", [None])
+    h = await _server(servers)
     ws = tmp_path / "workspace"
     (ws / ".git").mkdir()
     (ws / ".git" / "config").write_text("[core]\n")
-    seconds = 40
-    seen: list[str] = []
-    stop = anyio.Event()
+    got: dict[str, dict[str, object]] = {}
 
-    async def swapper() -> None:
-        await _sh(h, _SWAPPER.format(seconds=seconds), timeout=seconds + 20)
-        stop.set()
-
-    async def prober() -> None:
-        while not stop.is_set() and not seen:
-            got = await _sh(h, _WHERE)
-            out = str(got["stdout"])
-            if "GUARD-LANDED-AT" in out:
-                seen.append(out)
-                stop.set()
+    async def maker() -> None:
+        got["b"] = await _sh(h, _MAKER, timeout=20)
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(swapper)
-        await anyio.sleep(1)
-        for _ in range(4):
-            tg.start_soon(prober)
-        await stop.wait()
-        tg.cancel_scope.cancel()
-    assert not seen, seen
+        tg.start_soon(maker)
+        assert await eventually(lambda: (ws / ".git" / "hooks").is_dir(), 10)
+        got["a"] = await _sh(h, _PLANTER, timeout=20)
+    assert got["b"]["stdout"] == "renamed\n", got
+    assert not (ws / ".git" / "hooks" / "pre-commit").exists(), got
 
 
 async def test_a_command_with_many_arguments_runs(servers: CommandServers) -> None:
