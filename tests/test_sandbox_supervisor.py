@@ -10,6 +10,7 @@ import dataclasses
 import os
 import signal
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -266,3 +267,48 @@ async def test_commands_sharing_the_empty_network_namespace_cannot_reach_each_ot
     got = await _sh(h, f"python3 -c \"{probe}\"")
     assert got["exit_code"] == 0 and "bound" not in str(got["stdout"]), got
     assert len(str(got["stdout"]).split()) == 3, got
+
+
+async def test_a_command_with_many_arguments_runs(servers: CommandServers) -> None:
+    """supervisor.c takes at most 8192 fields of a kind (MAX_FIELDS): a command with more arguments (17 KB, one
+    message) goes to a bubblewrap of its own, which runs it, as a request too large does (it failed to start with
+    EINVAL)."""
+    h = await _server(servers)
+    result = await h.call("execute_command", command="echo " + " ".join(["a"] * 8300), root="workspace")
+    got = result.structured_content
+    assert got is not None and got.get("exit_code") == 0, text_of(result)[:300]
+
+
+async def test_what_a_command_makes_at_a_missing_guarded_path_is_removed_with_many_commands_running(
+        servers: CommandServers, tmp_path: Path) -> None:
+    """supervised.after waits for the command's namespace init to be gone before the sweep: with the server holding
+    over 1024 descriptors (150 commands at once; commands.max_concurrent has no upper bound) that wait must still
+    work (select() raised ValueError there, the call ended in an internal error and the hook stayed)."""
+    h = await _server(servers, max_concurrent=300)
+    ws = tmp_path / "workspace"
+    (ws / ".git").mkdir()
+    (ws / ".git" / "config").write_text("[core]\n")
+    async with anyio.create_task_group() as tg:
+        for _ in range(150):
+            tg.start_soon(partial(_sh, h, "sleep 3"))
+        await anyio.sleep(2)
+        planted = await _sh(h, "sleep 2; mkdir .git/hooks && echo '#!/bin/sh' > .git/hooks/pre-commit; echo made")
+    assert not (ws / ".git" / "hooks").exists(), planted
+
+
+async def test_more_than_256_commands_at_once_all_start(servers: CommandServers) -> None:
+    """supervisor.c holds 256 running commands (MAXRUN); commands.max_concurrent has no upper bound: the 257th
+    command running at once gets a bubblewrap of its own (it was refused, "Resource temporarily unavailable")."""
+    h = await _server(servers, max_concurrent=300)
+    failed: list[str] = []
+
+    async def one() -> None:
+        result = await h.call("execute_command", command="sleep 4", root="workspace", timeout=60)
+        got = result.structured_content
+        if got is None or got.get("exit_code") != 0:
+            failed.append(text_of(result)[:200])
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(270):
+            tg.start_soon(one)
+    assert not failed, (len(failed), failed[:2])

@@ -485,9 +485,10 @@ class BwrapLauncher(_Base):
                 except supervisor.Ended:  # (it died meanwhile: the next one starts anew)
                     child = await self.supervisors.get(key, make_view, loop).run(request)
             except supervisor.Unavailable as exc:
-                self.supervisors.failed(str(exc))
-                log.warning("the command supervisor could not start; each command now gets a bubblewrap of its own",
-                            extra={"error": str(exc)[:300]})
+                if not isinstance(exc, supervisor.Full):
+                    self.supervisors.failed(str(exc))
+                    log.warning("the command supervisor could not start; each command now gets a bubblewrap of its "
+                                "own", extra={"error": str(exc)[:300]})
                 alone = self._one_bwrap(original)
                 state["cleanup"] = alone.cleanup
                 proc = PopenChild(popen(alone, **alone.popen_options), loop)

@@ -167,8 +167,10 @@ def after(guards: Guards, areas: Sequence[Bind], state: dict[str, object]) -> li
     pidfd = state.pop("pidfd", None)
     try:
         if isinstance(pidfd, int):
-            if guards.missing:
-                select.select([pidfd], [], [], _GONE_SECONDS)  # (at once: the runner saw its end)
+            if guards.missing:  # (poll: a select() cannot take a descriptor numbered 1024 or more)
+                waiting = select.poll()
+                waiting.register(pidfd, select.POLLIN)
+                waiting.poll(_GONE_SECONDS * 1000)  # (at once: the runner saw its end)
             os.close(pidfd)
         inner = state.pop("cleanup", None)  # a bubblewrap took over (no supervisor): its own clean-up
         if callable(inner):

@@ -34,11 +34,13 @@ from dataclasses import dataclass
 
 from rootbound.sandbox import bwrap, helper
 
-__all__ = ["MAX_REQUEST", "Ended", "Pool", "Request", "SupervisedChild", "Supervisor", "Unavailable", "View"]
+__all__ = ["MAX_REQUEST", "Ended", "Full", "Pool", "Request", "SupervisedChild", "Supervisor", "Unavailable", "View"]
 
 _REPLY = struct.Struct("<2I2i")
 _READY, _STARTED, _EXITED, _ERROR = 0, 1, 2, 3
 MAX_REQUEST = 256 * 1024  # what the supervisor reads of a request (supervisor.c MAX_MSG)
+MAX_FIELDS = 8192  # guards, environment variables, launcher arguments (its own name included) (supervisor.c)
+MAX_RUNNING = 256  # commands running at once in one supervisor (supervisor.c MAXRUN)
 _START_SECONDS = 10.0  # for bubblewrap to build the view and the supervisor to say READY (a loaded machine)
 _STREAM_LIMIT = 1 << 16
 _KEEP = 2  # supervisors kept per launcher (views in use at once: operator roots, client roots)
@@ -50,6 +52,11 @@ class Unavailable(Exception):
 
 class Ended(Unavailable):
     """The supervisor had started, and ended before the command could be sent: a new one may well start."""
+
+
+class Full(Unavailable):
+    """This command does not fit this supervisor (too many fields, or commands running): it gets a bubblewrap, and
+    the supervisor keeps serving the others."""
 
 
 @dataclass(frozen=True)
@@ -72,10 +79,12 @@ class Request:
     def __init__(self, cwd: str, guards: Sequence[str], env: Sequence[str], args: Sequence[str]) -> None:
         fields = [f"c{cwd}", *(f"g{g}" for g in guards), *(f"e{e}" for e in env), *(f"x{a}" for a in args)]
         if any("\0" in f for f in fields):
-            raise Unavailable("a NUL character in the request")
+            raise Full("a NUL character in the request")
+        if max(len(guards), len(env), len(args) + 1) > MAX_FIELDS:
+            raise Full("too many arguments, environment variables or guards for the supervisor")
         self.body = b"".join(f.encode("utf-8", "surrogateescape") + b"\0" for f in fields)
         if len(self.body) > MAX_REQUEST - 16:
-            raise Unavailable("request too large for the supervisor")
+            raise Full("request too large for the supervisor")
 
     def encode(self, ident: int) -> bytes:
         return b"i%d\0" % ident + self.body
@@ -209,6 +218,8 @@ class Supervisor:
             self._pending -= 1
         if self._closed:
             raise Ended("the command supervisor ended")
+        if len(self._children) >= MAX_RUNNING:  # (each is counted until its end is reported: its slot is free then)
+            raise Full("the command supervisor runs as many commands as it can")
         ident = self._next
         self._next += 1
         data = request.encode(ident)
