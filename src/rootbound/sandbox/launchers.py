@@ -263,7 +263,7 @@ class LandlockLauncher(_Base):
                 handles.append(rule.fd)
         options += self._launcher_process()
         held: list[int] = []
-        if seccomp.supported():  # always: io_uring and leases are refused whatever else is
+        if seccomp.supported():  # always: io_uring, leases and keyrings are refused whatever else is
             held.append(helper.stage(seccomp.program(sockets=_sockets_filtered(self.config),
                                                      metadata=self.stays_root)))
             options += ["--filter", str(held[-1])]
@@ -353,7 +353,7 @@ def _restrict(*, rules: list[landlock.Rule], network: bool, user: RunAs | None, 
         os.close(ruleset)
         raise
     landlock.enforce(ruleset)
-    if seccomp.supported():  # always: io_uring and leases are refused whatever else is
+    if seccomp.supported():  # always: io_uring, leases and keyrings are refused whatever else is
         seccomp.restrict_thread(sockets=not network, metadata=metadata)
 
 
