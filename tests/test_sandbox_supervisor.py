@@ -17,11 +17,12 @@ from typing import Any
 import anyio
 import pytest
 
-from rootbound.sandbox import bwrap, helper, supervised, supervisor
+from rootbound.sandbox import bwrap, helper, landlock, supervised, supervisor
 from rootbound.sandbox.launchers import BwrapLauncher
 from tests import live
 from tests.conftest import Harness, text_of
 from tests.test_commands_support import CommandServers, eventually
+from tests.test_sandbox_cwd import READ_ONLY, server_with
 
 pytestmark = [pytest.mark.anyio,
               pytest.mark.skipif(not bwrap.probe().ok or os.geteuid() != 0 or helper.supervisor_bytes() is None,
@@ -312,3 +313,81 @@ async def test_more_than_256_commands_at_once_all_start(servers: CommandServers)
         for _ in range(270):
             tg.start_soon(one)
     assert not failed, (len(failed), failed[:2])
+
+
+async def test_many_large_requests_at_once_wait_for_room_and_all_go_to_the_supervisor(
+        servers: CommandServers) -> None:
+    """The request socket holds a few large requests (its buffer: 260 KB): one sent before the supervisor read those
+    must wait for room (it was taken for a dead supervisor, and every later command got a bubblewrap of its own)."""
+    h = await _server(servers, max_concurrent=24)
+    words = " ".join(["x" * 1000] * 95)  # 95 KB of arguments (a command holds up to 100,000 characters)
+    await _sh(h, "true")
+    results: list[dict[str, object]] = []
+
+    async def one() -> None:
+        result = await h.call("execute_command", command=f"echo {words}", root="workspace")
+        assert result.structured_content is not None, text_of(result)[:300]
+        results.append(result.structured_content)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(24):
+            tg.start_soon(one)
+    assert [r["exit_code"] for r in results] == [0] * 24
+    assert _launcher(h).supervisors.problem is None
+
+
+async def test_a_read_only_root_nested_under_a_guarded_directory_stays_read_only(servers: CommandServers,
+                                                                                 tmp_path: Path) -> None:
+    """A read-only root nested in a writable one below a directory the guards bind over itself (`.claude`, on the
+    way to the protected `.claude/settings.json`; `.git` likewise): the guard's bind carries the mounts below it
+    (open_tree with AT_RECURSIVE), so the nested root stays read-only. (Cloned alone, it covered the nested root's
+    read-only bind and the command wrote into that root.)"""
+    ws = tmp_path / "workspace"
+    docs = ws / ".claude" / "commands"
+    h = await server_with(servers, [{"name": "workspace", "path": str(ws)},
+                                    {"name": "docs", "path": str(docs), "allowed_tools": READ_ONLY}],
+                          {"allowed": "*", "sandbox": "bwrap"})
+    (docs / "review.md").write_text("as the operator wrote it\n")
+    got = await _sh(h, "echo planted > .claude/commands/review.md; echo new > .claude/commands/new.md")
+    assert (docs / "review.md").read_text() == "as the operator wrote it\n", got
+    assert not (docs / "new.md").exists(), got
+
+
+_PTY_HOLDER = r'''python3 - <<'PY'
+import os, pty, time
+master, slave = pty.openpty()
+print("mine:", os.ttyname(slave), flush=True)
+time.sleep(3)
+os.set_blocking(master, False)
+try:
+    print("read:", os.read(master, 200))
+except BlockingIOError:
+    print("read: nothing")
+PY
+'''
+
+
+async def test_a_command_cannot_open_another_commands_terminal_without_landlock(
+        servers: CommandServers, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without Landlock (a kernel without it, or not enabled at boot: `auto` then runs bubblewrap alone), nothing
+    but the mount namespace keeps a command out of another's terminals. A bubblewrap per command mounts a devpts
+    instance of its own (`--dev`); under the supervisor every command shares the supervisor's /dev, and with it its
+    /dev/pts: command B finds the pseudo-terminal command A opened and writes into it (A's master end reads it as
+    if A's program had printed it); reading it instead, B would take the input meant for A's program. (With
+    Landlock, B cannot open it, `--device` names five devices only, but still lists A's terminals.) The same test
+    passes under a bubblewrap per command (`helper._built_supervisor` patched to `[None]`). Each command now mounts
+    a devpts instance of its own."""
+    monkeypatch.setattr(landlock, "_SUPPORT", landlock.Support(0))
+    h = await _server(servers)
+    got: dict[str, dict[str, object]] = {}
+
+    async def holder() -> None:
+        got["a"] = await _sh(h, _PTY_HOLDER, timeout=20)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(holder)
+        await anyio.sleep(1.5)
+        got["b"] = await _sh(h, "for t in /dev/pts/[0-9]*; do echo typed-by-b > $t && echo wrote $t; done; true")
+    assert str(got["a"]["stdout"]).startswith("mine: /dev/pts/"), got
+    assert "wrote" not in str(got["b"]["stdout"]), got
+    assert "typed-by-b" not in str(got["a"]["stdout"]), got

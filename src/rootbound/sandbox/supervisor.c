@@ -173,10 +173,14 @@ static void bind_guard(const char *item) {
     if (strlen(item) < 3 || !identity(item + 3, &dev, &ino, &path)) fail(MOVED);
     int fd = open_nofollow(path, 0);
     if (fd < 0 || !same(fd, dev, ino)) fail(MOVED);
-    int tree = (int)syscall(SYS_open_tree, fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+    /* Recursive: a mount below the guard (a read-only root nested in .git or .claude, a read path) comes along,
+     * instead of being covered by a writable copy of the directory above it. */
+    int tree = (int)syscall(SYS_open_tree, fd, "",
+                            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
     if (tree < 0) confine_error("open_tree (a guard)");
     struct mount_attr attr = {.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (writable ? 0 : MOUNT_ATTR_RDONLY)};
-    if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof attr)) confine_error("mount_setattr");
+    if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr))
+        confine_error("mount_setattr");
     if (syscall(SYS_move_mount, tree, "", fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH))
         confine_error("move_mount (a guard)");
     close(tree);
@@ -234,6 +238,10 @@ static void namespace_init(void) {
     fresh_proc();
     if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") && errno != ENOENT)
         confine_error("mount /dev/shm");
+    /* Terminals of its own, as bubblewrap's --dev gives each: in the supervisor's devpts, another command's
+     * terminals could be opened, written and read (/dev/ptmx is bubblewrap's link to pts/ptmx). */
+    if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620"))
+        confine_error("mount /dev/pts");
     for (int i = 0; i < req.nguards; i++) bind_guard(req.guards[i]);
     if (req.cwd) enter_cwd(req.cwd);
     else if (chdir("/")) confine_error("chdir /");
@@ -325,7 +333,8 @@ static void start(void) {
                 else close(fd);
             }
         }
-    int ok = (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) == 0 && nfds == 2 && parse((size_t)n);
+    int parsed = parse((size_t)n); /* first, whatever else is wrong: an error reply must carry this request's id */
+    int ok = (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) == 0 && nfds == 2 && parsed;
     int slot = -1;
     for (int s = 0; ok && s < MAXRUN && slot < 0; s++) {
         int used = 0;

@@ -177,6 +177,7 @@ class Supervisor:
         self._early: dict[int, tuple[int, int]] = {}  # an end reported before its child was made
         self._closed = False
         self._pending = 0  # commands waiting for it to be ready
+        self._blocked: set[asyncio.Future[None]] = set()  # requests waiting for room in the socket's buffer
         self.ready: asyncio.Future[None] = loop.create_future()
         try:
             argv = [bwrap.BWRAP, *view.argv, "--", helper.SUPERVISOR_PATH, str(theirs.fileno()), str(view.filter_fd),
@@ -230,9 +231,7 @@ class Supervisor:
             self._starting[ident] = started
             self._children[ident] = None
             try:
-                socket.send_fds(self._sock, [data], [out_w, err_w])
-            except OSError as exc:
-                raise Ended(f"cannot reach the command supervisor: {exc}") from None
+                await self._send(data, [out_w, err_w])
             finally:
                 os.close(out_w)
                 os.close(err_w)
@@ -253,6 +252,35 @@ class Supervisor:
         else:  # the supervisor is gone already, and the command with it
             child.ended(-1, signal.SIGKILL)
         return child
+
+    async def _send(self, data: bytes, fds: list[int]) -> None:
+        """Send a request, waiting while the socket's buffer is full (requests of up to 256 KB, many at once)."""
+        while True:
+            try:
+                socket.send_fds(self._sock, [data], fds)
+                return
+            except BlockingIOError:
+                pass
+            except OSError as exc:
+                raise Ended(f"cannot reach the command supervisor: {exc}") from None
+            if self._closed:
+                raise Ended("the command supervisor ended")
+            writable: asyncio.Future[None] = self.loop.create_future()
+            self._blocked.add(writable)
+            self.loop.add_writer(self._sock.fileno(), self._wake)  # (one callback per descriptor: it wakes all)
+            try:
+                await asyncio.wait_for(writable, _START_SECONDS)
+            except TimeoutError:
+                raise Ended("the command supervisor took no request for 10 s") from None
+            finally:
+                self._blocked.discard(writable)
+                if not self._closed and not self._blocked:
+                    self.loop.remove_writer(self._sock.fileno())
+
+    def _wake(self) -> None:
+        for writable in self._blocked:
+            if not writable.done():
+                writable.set_result(None)
 
     def _on_message(self) -> None:
         while True:
@@ -303,6 +331,8 @@ class Supervisor:
         self._closed = True
         with contextlib.suppress(Exception):  # (the loop may be closed already)
             self.loop.remove_reader(self._sock.fileno())
+            self.loop.remove_writer(self._sock.fileno())
+        self._wake()  # (each then finds it closed)
         why = "the command supervisor ended"
         if not self.ready.done():
             self.ready.set_exception(Unavailable(self._stderr() or why))
