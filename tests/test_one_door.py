@@ -96,6 +96,10 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
     "sandbox/limits.py": ({"shutil.which"}, "finds prlimit"),
     "sandbox/nofollow.py": ({"os.open"}, "opens operator host paths without following links (the launcher inside "
                                          "bubblewrap imports it: it may import only what os has)"),
+    "sandbox/supervised.py": ({"os.stat", "open", "os.open", "shutil.which"},
+                              "identities (dev:ino) of operator-configured host paths; finds util-linux's unshare and "
+                              "writes the id maps of the user namespace it made (/proc/PID/uid_map, ns/user)"),
+    "sandbox/supervisor.py": ({"open"}, "wraps the command's pipe descriptors as files for the event loop"),
     "sandbox/protect.py": ({"os.open", "os.stat", "os.listdir", "remove_tree", "os.unlink"},
                            "binds git's and protected_paths' entries read-only by descriptor, walking beneath "
                            "Root.handle() one O_PATH|O_NOFOLLOW component at a time, and sweeps what a command "

@@ -22,7 +22,7 @@ import yaml
 from mcp import Client
 
 from rootbound.config import load_config
-from rootbound.sandbox import bwrap
+from rootbound.sandbox import bwrap, helper, landlock
 from rootbound.server import App
 from tests.conftest import Harness
 from tests.test_commands_support import CommandServers, eventually
@@ -346,3 +346,28 @@ async def test_no_unix_socket_outside_the_roots(servers: CommandServers, listene
     h = await servers({"allowed": "*", "sandbox": sandbox, "network": True, "read_paths": [str(where)]})
     got = await h.ok("execute_command", command=command, cwd=str(where))
     assert got["stdout"] == "CONNECTED\n" and _accepted(sock)
+
+
+@NEEDS_BWRAP
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (CI runs the tests as root)")
+@pytest.mark.parametrize("start", ["bubblewrap per command", "supervisor"])
+async def test_without_landlock_the_kernels_knobs_in_proc_are_read_only(
+        servers: CommandServers, monkeypatch: pytest.MonkeyPatch, start: str) -> None:
+    """A sysctl write needs the file's mode only, no capability, and a command is the host's uid 0: without Landlock
+    (a kernel without it: bubblewrap alone) only the mount keeps it from kernel.core_pattern ("|/a/root/file" runs
+    that file as root on the next crash), /proc/sysrq-trigger (a reboot) and /proc/irq. bubblewrap covers them
+    itself only when access(W_OK) succeeds, which it did not once capabilities were dropped: they were writable.
+    Nothing is written here but kernel.domainname, in the command's own UTS namespace."""
+    monkeypatch.setattr(landlock, "_SUPPORT", landlock.Support(0))
+    if start != "supervisor":
+        monkeypatch.setattr(helper, "_built_supervisor", [None])
+    elif helper.supervisor_bytes() is None:
+        pytest.skip("the supervisor needs a C compiler")
+    h = await servers({"allowed": "*", "sandbox": "bwrap"})
+    result = await h.call("shell", command="for f in /proc/sys/kernel/core_pattern /proc/sysrq-trigger; do "
+                                           "[ -w $f ] && echo $f writable; done; "
+                                           "echo probe > /proc/sys/kernel/domainname && echo domainname written; true",
+                          root="workspace")
+    got = result.structured_content
+    assert got is not None and got["exit_code"] == 0, result
+    assert got["stdout"] == "", got

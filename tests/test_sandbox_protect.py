@@ -16,9 +16,9 @@ import pytest
 
 from rootbound.config import load_config
 from rootbound.report import describe_commands
-from rootbound.sandbox import bwrap
+from rootbound.sandbox import bwrap, helper
 from tests.conftest import Harness, text_of
-from tests.test_commands_support import CommandServers
+from tests.test_commands_support import CommandServers, eventually
 from tests.test_sandbox_cwd import READ_ONLY, server_with
 
 pytestmark = [pytest.mark.anyio, pytest.mark.skipif(not bwrap.probe().ok, reason=f"bubblewrap unusable here: "
@@ -241,3 +241,52 @@ async def test_a_git_a_command_makes_is_removed_however_deep_it_goes(servers: Co
         assert os.listdir(ws) == []
     finally:  # (a tree that deep would stop pytest's own clean-up of its temp folders, which recurses too)
         subprocess.run(["rm", "-rf", str(ws / ".git")], check=True)
+
+
+# Command B starts while the guarded path is missing, so it is no mount point in B's namespace, and makes it;
+# command A starts, and its guard binds it. B renames it away: a mount point in another namespace does not stop a
+# rename, and A's bind would follow the entry to its new name; A would find the name free and make its own (a hook,
+# or a whole .git whose config runs a program) that its sweep left, as the path was there when A started. So a path
+# missing when a command still running started counts as missing for A too: not bound, and swept once A ends. Under
+# the supervisor and under a bubblewrap per command (whose check that each bind landed where it was meant to runs
+# once, before the rename).
+_STARTS = [pytest.param("supervisor", marks=pytest.mark.skipif(
+               os.geteuid() != 0 or helper.supervisor_bytes() is None,
+               reason="the supervisor needs root and a C compiler")),
+           "bubblewrap per command"]
+_RENAMER = "{make}; while [ ! -e a-started ]; do sleep 0.05; done; mv {path} {path}-moved-away; echo renamed"
+_PLANTER = ("touch a-started; while [ ! -e {path}-moved-away ]; do sleep 0.05; done; sleep 1; {plant} && "
+            "echo planted")
+
+
+@pytest.mark.parametrize("start", _STARTS)
+@pytest.mark.parametrize(("make", "path", "plant", "planted"), [
+    ("mkdir .git/hooks", ".git/hooks", "mkdir -p .git/hooks && printf '#!/bin/sh\\necho hi\\n' > .git/hooks/pre-commit",
+     ".git/hooks/pre-commit"),
+    ("git init -q .", ".git", "mkdir .git && printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' > .git/config",
+     ".git/config"),
+], ids=["hooks", "git"])
+async def test_a_guarded_path_renamed_by_another_command_does_not_outlive_the_calls(
+        servers: CommandServers, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, start: str, make: str, path: str,
+        plant: str, planted: str) -> None:
+    if start != "supervisor":
+        monkeypatch.setattr(helper, "_built_supervisor", [None])
+    ws = tmp_path / "workspace"
+    ws.mkdir()
+    if path != ".git":
+        (ws / ".git").mkdir()
+        (ws / ".git" / "config").write_text("[core]\n")
+    h = await servers({"allowed": "*", "sandbox": "bwrap", "max_concurrent": 4})
+    got: dict[str, dict[str, object]] = {}
+
+    async def run(name: str, command: str) -> None:
+        result = await h.call("shell", command=command, root="workspace", timeout=20)
+        assert result.structured_content is not None, text_of(result)
+        got[name] = result.structured_content
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run, "b", _RENAMER.format(make=make, path=path))
+        assert await eventually(lambda: (ws / path).is_dir(), 10)
+        await run("a", _PLANTER.format(path=path, plant=plant))
+    assert got["b"]["stdout"] == "renamed\n" and got["a"]["stdout"] == "planted\n", got
+    assert not (ws / planted).exists(), got

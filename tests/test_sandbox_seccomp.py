@@ -503,3 +503,31 @@ async def test_no_command_can_take_a_file_lease(servers: CommandServers, tmp_pat
     got = await h.ok("execute_command", command=f"{command} {leased.name}", root="workspace")
     assert got["exit_code"] == 0, got
     assert json.loads(got["stdout"]) == {"write": "EACCES", "read": "EACCES", "delegation": "EACCES"}
+
+
+KEYRING_PROBE = r'''
+import ctypes, errno, json, os
+libc = ctypes.CDLL(None, use_errno=True)
+NR = {"x86_64": (248, 249, 250), "aarch64": (217, 218, 219)}[os.uname().machine]
+USER_KEYRING = -4
+out = {}
+for name, nr, args in (("add_key", NR[0], (b"user", b"rootbound-probe", b"x", 1, USER_KEYRING)),
+                       ("request_key", NR[1], (b"user", b"rootbound-probe", None, 0)),
+                       ("keyctl", NR[2], (0, USER_KEYRING, 0))):  # KEYCTL_GET_KEYRING_ID of @u
+    got = libc.syscall(nr, *args)
+    out[name] = "ok" if got >= 0 else errno.errorcode[ctypes.get_errno()]
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+async def test_no_command_can_use_the_kernel_keyrings(servers: CommandServers, tmp_path: Path, sandbox: str) -> None:
+    """Keyrings belong to a uid, not to a mount or PID namespace: a command running as root would read and add to
+    the host root's user keyring (Kerberos tickets, fscrypt keys), and commands sharing a supervisor's user
+    namespace would share one, a store outliving the call. The filter makes the three calls fail with ENOSYS (as
+    on a kernel without keyrings)."""
+    command = run_probe(tmp_path / "workspace", KEYRING_PROBE)
+    h = await servers({"allowed": "*", "sandbox": sandbox})
+    got = await h.ok("execute_command", command=command, root="workspace")
+    assert got["exit_code"] == 0, got
+    assert json.loads(got["stdout"]) == {"add_key": "ENOSYS", "request_key": "ENOSYS", "keyctl": "ENOSYS"}

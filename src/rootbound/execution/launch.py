@@ -132,6 +132,8 @@ class Launcher(Protocol):
 
     def describe(self) -> list[str]: ...  # what the confinement guarantees, for `rootbound check`
 
+    def close(self) -> None: ...  # stop what it keeps running for commands (a command supervisor)
+
 
 class _Unconfined:
     name = "none"
@@ -140,6 +142,9 @@ class _Unconfined:
 
     def wrap(self, launch: Launch) -> Launch:
         return launch
+
+    def close(self) -> None:
+        pass
 
     def describe(self) -> list[str]:
         return ["  OS confinement: NONE (commands.sandbox: off). Commands run as the server's user and can read, "

@@ -94,6 +94,7 @@ class CommandHost:
 
     def close(self) -> None:
         self.groups.kill_all()  # no command outlives the App
+        self.launcher.close()
 
 
 def _operator_message(op: str) -> str:

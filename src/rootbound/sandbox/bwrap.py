@@ -121,6 +121,16 @@ class Plan:
     checks: list[str]  # for the launcher's --bound: MODE:DEV:INO:PATH of every bind made by descriptor
 
 
+# The kernel's knobs in /proc, read-only. bubblewrap covers these itself only when access(W_OK) succeeds for it,
+# which it does not as root once the capabilities are dropped (the directories are 0555): the command, uid 0 on the
+# host, could then write any sysctl (a write needs the file's mode only: kernel.core_pattern "|/a/root/file" runs
+# that file as root on the next crash), crash or reboot the host through sysrq-trigger, or set IRQ affinities.
+# Landlock's read-only /proc stops it too, but bubblewrap may run without Landlock. (The source is the host's /proc:
+# sysctls are global, and a network one reads the namespace of the process that opens it.)
+_PROC_COVERS = [arg for path in ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus")
+                for arg in ("--ro-bind-try", path, path)]
+
+
 def build(layout: Layout, work_areas: Sequence[Bind], guards: Guards, *, cwd_path: str, network: bool,
           switch_user: bool, python_launcher: bool = True, extra: Sequence[str] = ()) -> Plan:
     """The view, in mount order: system directories, private /dev /proc /tmp, the directories leading to what
@@ -131,7 +141,7 @@ def build(layout: Layout, work_areas: Sequence[Bind], guards: Guards, *, cwd_pat
     argv = [*_namespace_flags(network, os.geteuid() == 0, switch_user)]
     inside_private = [p for p in layout.read_paths if any(is_under(p, d) for d in (TMP, *_NO_DIR))]
     _ro([p for p in layout.read_paths if p not in inside_private], argv)
-    argv += ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", TMP]
+    argv += ["--dev", "/dev", "--proc", "/proc", *_PROC_COVERS, "--perms", "1777", "--tmpfs", TMP]
     roots = [Bind(r.handle(), r.real_path, layout.is_writable(r)) for r in layout.roots]
     visible = [*layout.read_paths, *(r.real_path for r in layout.roots), *layout.work_areas, *layout.write_paths,
                "/dev", "/proc"]

@@ -129,7 +129,7 @@ def _run(args: list[str]) -> None:
     for path in options.get("mkdir", []):
         _make_home(path)
     kinds = {kind for value in options.get("seccomp", []) for kind in value.split(",")}
-    if kinds - {"base", "sockets", "setid", "metadata"}:  # base: io_uring and leases refused (in every filter)
+    if kinds - {"base", "sockets", "setid", "metadata"}:  # base: io_uring, leases, keyrings refused (in every filter)
         _fail(f"bad --seccomp {','.join(sorted(kinds))}")
     if kinds:
         seccomp.restrict_thread(sockets="sockets" in kinds, metadata="metadata" in kinds, setid="setid" in kinds)

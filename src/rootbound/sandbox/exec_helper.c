@@ -71,14 +71,14 @@ struct path_beneath { uint64_t allowed; int32_t fd; } __attribute__((packed));
 struct cap_header { uint32_t version; int pid; };
 struct cap_data { uint32_t effective, permitted, inheritable; };
 
-static void fail_code(int code, const char *message) {
+__attribute__((noreturn)) static void fail_code(int code, const char *message) {
     char buf[4096];
     int n = snprintf(buf, sizeof buf, "rootbound sandbox: %s\n", message);
     if (n > 0) (void)!write(2, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
     _exit(code);
 }
 
-static void fail(const char *message) { fail_code(126, message); }
+__attribute__((noreturn)) static void fail(const char *message) { fail_code(126, message); }
 
 /* Never run the command half-confined: a failed call ends everything. */
 static void confine_error(const char *what) {

@@ -25,10 +25,12 @@ import tempfile
 import threading
 from pathlib import Path
 
-__all__ = ["PATH", "executable", "helper_bytes", "prepare", "stage"]
+__all__ = ["PATH", "SUPERVISOR_PATH", "executable", "helper_bytes", "prepare", "stage", "supervisor_bytes"]
 
 PATH = "/.rootbound-exec"  # where it appears in the sandbox: on bubblewrap's own root, outside every bind
+SUPERVISOR_PATH = "/.rootbound-supervisor"  # the command supervisor (`supervisor.c`), beside it
 _SOURCE = Path(__file__).with_name("exec_helper.c")
+_SUPERVISOR_SOURCE = Path(__file__).with_name("supervisor.c")
 _PIPE_SIZE = 1 << 16  # what a pipe holds without a reader (the helper is about 15 KB)
 
 _MFD_EXEC = 0x10  # (Linux >= 6.3: executable memfd, said explicitly; older kernels refuse the flag)
@@ -36,21 +38,22 @@ _SEALS = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_S
 
 _lock = threading.Lock()
 _built: list[bytes | None] = []
+_built_supervisor: list[bytes | None] = []
 _sealed: list[int | None] = []
 _building: list[threading.Thread] = []
 
 
-def _compile() -> bytes | None:
+def _compile(source: Path = _SOURCE) -> bytes | None:
     compiler = shutil.which("cc", path="/usr/bin:/bin:/usr/local/bin") or shutil.which(
         "gcc", path="/usr/bin:/bin:/usr/local/bin")
-    if compiler is None or not _SOURCE.is_file():
+    if compiler is None or not source.is_file():
         return None
     with tempfile.TemporaryDirectory(prefix="rootbound-helper-") as tmp:
         out = os.path.join(tmp, "exec-helper")
         nice = shutil.which("nice", path="/usr/bin:/bin")  # at server start: leave the CPU to the server first
         try:
             done = subprocess.run([*([nice, "-n", "19"] if nice else []), compiler, "-O2", "-s", "-o", out,
-                                   str(_SOURCE)], capture_output=True,
+                                   str(source)], capture_output=True,
                                   timeout=60, cwd=tmp, env={"PATH": "/usr/bin:/bin:/usr/local/bin"})
         except (OSError, subprocess.SubprocessError):
             return None
@@ -66,6 +69,20 @@ def helper_bytes() -> bytes | None:
         if not _built:
             _built.append(_compile())
         return _built[0]
+
+
+def supervisor_bytes() -> bytes | None:
+    """The compiled command supervisor (`supervisor.c`, built on first use, then kept), or None when it cannot be
+    built here (bubblewrap then runs once per command, as before)."""
+    with _lock:
+        if not _built_supervisor:
+            _built_supervisor.append(_compile(_SUPERVISOR_SOURCE))
+        return _built_supervisor[0]
+
+
+def _build_both() -> None:
+    helper_bytes()
+    supervisor_bytes()
 
 
 def executable() -> int | None:
@@ -103,7 +120,7 @@ def prepare() -> None:
     """Build it in the background (at server start), so the first command does not wait for the compiler."""
     if _built or _building:
         return
-    thread = threading.Thread(target=helper_bytes, name="rootbound-helper-build", daemon=True)
+    thread = threading.Thread(target=_build_both, name="rootbound-helper-build", daemon=True)
     _building.append(thread)
     thread.start()
     # A server stopped during the build still removes the build directory (daemon threads are cut at exit).

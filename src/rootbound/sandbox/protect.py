@@ -12,6 +12,13 @@ one component at a time, never following a symbolic link, and becomes:
   has ended, whatever it put there is removed beneath the root handle and reported
   (`Guards.sweep`); a missing directory level takes with it only the protected path below
   it, except a missing `.git`, which is removed whole;
+* made by a running command: a path that was missing when another command still running
+  started (so that command may have made it) counts as missing for this one too. A mount
+  follows the entry it covers, and a mount point in one namespace is none in another's:
+  were it bound, the command that made it could rename it away, the bind would follow, and
+  this command would find the name free to make its own, which its sweep would leave (the
+  path was there when it started). So nothing is bound there, and what stands there once
+  this command has ended is removed, as that command's sweep removes it;
 * a symbolic link: its own place cannot be bound over (a mount follows it), so the command
   is refused, naming the link (`GuardError`).
 
@@ -33,6 +40,8 @@ import contextlib
 import fnmatch
 import os
 import stat
+import threading
+import weakref
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
@@ -58,7 +67,7 @@ class Bind:
     writable: bool
 
 
-@dataclass
+@dataclass(eq=False)  # (held in a WeakSet by identity)
 class Guards:
     """One command's guard binds (it owns their descriptors), and the protected paths missing when it started."""
 
@@ -73,6 +82,8 @@ class Guards:
         if root.real_path not in self.handles:
             self.handles[root.real_path] = os.dup(root.handle())
         self.missing.append((root, parts, existed))
+        with _LOCK:
+            _RUNNING.add(self)
 
     def add(self, bind: Bind) -> int:
         """Take `bind` (and its descriptor); return the descriptor now held for its path."""
@@ -86,11 +97,22 @@ class Guards:
         return bind.fd
 
     def close(self) -> None:
+        """Release the descriptors; its missing paths no longer count for commands starting from now on (call it
+        after `sweep`)."""
+        with _LOCK:
+            _RUNNING.discard(self)
         for fd in (*(b.fd for b in self.binds.values()), *self.handles.values()):
             with contextlib.suppress(OSError):
                 os.close(fd)
         self.binds.clear()
         self.handles.clear()
+
+    def made_by_another(self, root: Root, here: tuple[str, ...]) -> bool:
+        """Was `here` (or a level of it) missing when another command still running started?"""
+        with _LOCK:
+            others = [g for g in _RUNNING if g is not self]
+        return any(r.real_path == root.real_path and existed < len(here) and parts[:len(here)] == here
+                   for g in others for r, parts, existed in list(g.missing))
 
     def sweep(self) -> list[str]:
         """Remove what now exists at the paths that were missing (run once the command's processes are gone);
@@ -100,6 +122,12 @@ class Guards:
             with contextlib.suppress(OSError):
                 _sweep(self.handles[root.real_path], (), list(parts), existed, removed, root.name)
         return list(dict.fromkeys(removed))
+
+
+# The Guards of the commands whose missing paths count (from their start until their sweep is done): weakly, so a
+# Guards dropped without close() cannot leave a path counted as missing for ever.
+_RUNNING: weakref.WeakSet[Guards] = weakref.WeakSet()
+_LOCK = threading.Lock()  # (guards are made and swept on the event loop or in a worker thread)
 
 
 def _components(rule: str) -> list[str] | None:
@@ -158,6 +186,10 @@ def _walk(root: Root, guards: Guards, parent: int, done: tuple[str, ...], comps:
         if stat.S_ISLNK(st.st_mode):
             os.close(fd)
             raise _link_error(root, here)
+        if guards.made_by_another(root, here):
+            os.close(fd)
+            guards.note_missing(root, (*here, *rest), len(done))
+            continue
         if (st.st_dev, st.st_ino) in stop:
             os.close(fd)  # another root nested here: it keeps its own mode (a read-only one stays read-only)
             continue
@@ -193,6 +225,10 @@ def _open_git(root: Root, guards: Guards) -> bool:
     if stat.S_ISLNK(st.st_mode):
         os.close(fd)
         raise _link_error(root, (".git",))
+    if guards.made_by_another(root, (".git",)):
+        os.close(fd)
+        guards.note_missing(root, (".git",), 0)
+        return False
     if stat.S_ISDIR(st.st_mode):
         os.close(fd)  # (the walks of its entries keep it)
         return True

@@ -46,6 +46,12 @@ delegation (`F_SETDELEG`, Linux after 6.18: a lease by another name). A lease
 holder makes every other process's open() of the file wait for it, up to the kernel's
 lease-break-time (45 s) each time: a uid-0 command could take one on any root-owned file it
 can read (/etc/passwd, a system program) and stall the host's processes, and the server's.
+The kernel's keyrings are refused too (`add_key`, `request_key`, `keyctl`: ENOSYS, as on a
+kernel built without them, so programs fall back to files): they belong to a uid, not to a
+mount or PID namespace, so a command would read and add to the user keyring of the uid it
+runs as on the host (root's, under Landlock alone or a bubblewrap per command), or of the
+user namespace the commands of one supervisor share: a store, and a channel, that outlives
+its call.
 
 Like Landlock, the filter belongs to the calling thread and is inherited by what
 it starts; it needs no_new_privs, which this module sets. Imported by the launcher
@@ -102,7 +108,8 @@ _SOCKET_ACTIONS: Final = {"socket": "socket", "socketpair": "socketpair", "liste
 _METADATA: Final = ("chmod", "fchmod", "fchmodat", "fchmodat2", "setxattr", "lsetxattr", "fsetxattr",
                     "removexattr", "lremovexattr", "fremovexattr", "setxattrat", "removexattrat")
 _SETID_ACTIONS: Final = {"chmod": "mode1", "fchmod": "mode1", "fchmodat": "mode2", "fchmodat2": "mode2"}
-_ALWAYS: Final = {"io_uring_setup": "nosys", "fcntl": "lease", "fcntl64": "lease"}
+_ALWAYS: Final = {"io_uring_setup": "nosys", "fcntl": "lease", "fcntl64": "lease",
+                  "add_key": "nosys", "request_key": "nosys", "keyctl": "nosys"}
 
 # Numbers from the kernel's tables (arch/x86/entry/syscalls/syscall_{64,32}.tbl, include/uapi/asm-generic/unistd.h
 # for arm64, arch/arm/tools/syscall.tbl); 425 and up are the same on every architecture. tests/test_sandbox_seccomp.py
@@ -110,19 +117,21 @@ _ALWAYS: Final = {"io_uring_setup": "nosys", "fcntl": "lease", "fcntl64": "lease
 _NEW: Final = {"io_uring_setup": 425, "fchmodat2": 452, "setxattrat": 463, "removexattrat": 466}
 _X86_64: Final = {"socket": 41, "sendto": 44, "sendmsg": 46, "listen": 50, "socketpair": 53, "fcntl": 72,
                   "chmod": 90, "fchmod": 91, "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190, "removexattr": 197,
-                  "lremovexattr": 198, "fremovexattr": 199, "fchmodat": 268, "sendmmsg": 307, **_NEW}
+                  "lremovexattr": 198, "fremovexattr": 199, "add_key": 248, "request_key": 249, "keyctl": 250,
+                  "fchmodat": 268, "sendmmsg": 307, **_NEW}
 _X32_OWN: Final = {"sendmsg": 518, "sendmmsg": 538}  # x32's own entries (its 64-bit-only numbers are listed too)
 _I386: Final = {"chmod": 15, "fcntl": 55, "fchmod": 94, "socketcall": 102, "fcntl64": 221, "setxattr": 226,
                 "lsetxattr": 227, "fsetxattr": 228, "removexattr": 235, "lremovexattr": 236, "fremovexattr": 237,
                 "fchmodat": 306, "sendmmsg": 345, "socket": 359, "socketpair": 360, "listen": 363, "sendto": 369,
-                "sendmsg": 370, **_NEW}
+                "sendmsg": 370, "add_key": 286, "request_key": 287, "keyctl": 288, **_NEW}
 _AARCH64: Final = {"setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14, "lremovexattr": 15,
                    "fremovexattr": 16, "fcntl": 25, "fchmod": 52, "fchmodat": 53, "socket": 198, "socketpair": 199,
-                   "listen": 201, "sendto": 206, "sendmsg": 211, "sendmmsg": 269, **_NEW}
+                   "listen": 201, "sendto": 206, "sendmsg": 211, "add_key": 217, "request_key": 218, "keyctl": 219,
+                   "sendmmsg": 269, **_NEW}
 _ARM: Final = {"chmod": 15, "fcntl": 55, "fchmod": 94, "fcntl64": 221, "setxattr": 226, "lsetxattr": 227,
                "fsetxattr": 228, "removexattr": 235, "lremovexattr": 236, "fremovexattr": 237, "socket": 281,
                "listen": 284, "socketpair": 288, "send": 289, "sendto": 290, "sendmsg": 296, "fchmodat": 333,
-               "sendmmsg": 374, **_NEW}
+               "add_key": 309, "request_key": 310, "keyctl": 311, "sendmmsg": 374, **_NEW}
 
 
 def _x86_64_and_x32() -> dict[str, tuple[int, ...]]:
@@ -248,7 +257,7 @@ def restrict_thread(*, sockets: bool, metadata: bool, setid: bool = False) -> No
 
     `sockets`: refuse every socket Landlock cannot police (network off). `metadata`: refuse chmod and xattr
     writes (uid 0 under Landlock alone). `setid`: refuse chmod to set-uid or set-gid (uid 0 under bubblewrap).
-    io_uring and file leases are refused whatever the options.
+    io_uring, file leases and keyrings are refused whatever the options.
     """
     prog = _prog(sockets, metadata, setid)
     _check(_prctl(ctypes.c_int(_PR_SET_NO_NEW_PRIVS), ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0),

@@ -36,6 +36,9 @@ class Refusing:
     def wrap(self, launch: Launch) -> Launch:
         raise Denied(f"commands are refused: {self.problem}. Nothing was run")
 
+    def close(self) -> None:
+        pass
+
     def describe(self) -> list[str]:
         return [f"  OS confinement: UNAVAILABLE, so every command is refused: {self.problem}"]
 
