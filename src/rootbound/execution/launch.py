@@ -19,9 +19,9 @@ import asyncio
 import os
 import subprocess
 import threading
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from rootbound.fs import Root
@@ -62,10 +62,8 @@ class PopenChild:
         """Wire the pipes to the loop; on failure the process is killed (nobody else could stop it)."""
         assert self._proc.stdout is not None and self._proc.stderr is not None
         try:
-            for pipe, reader in ((self._proc.stdout, self.stdout), (self._proc.stderr, self.stderr)):
-                transport, _ = await self._loop.connect_read_pipe(
-                    lambda r=reader: asyncio.StreamReaderProtocol(r), pipe)  # type: ignore[misc]
-                self._transports.append(transport)
+            await wire_pipes(self._loop, ((self._proc.stdout, self.stdout), (self._proc.stderr, self.stderr)),
+                             self._transports)
         except BaseException:
             self.close()
             raise
@@ -94,6 +92,16 @@ class PopenChild:
         if self._proc.poll() is None:  # only on an abnormal path: kill and reap off the loop
             self._proc.kill()
             threading.Thread(target=self._proc.wait, daemon=True).start()
+
+
+async def wire_pipes(loop: asyncio.AbstractEventLoop, pairs: Iterable[tuple[IO[bytes], asyncio.StreamReader]],
+                     transports: list[asyncio.BaseTransport]) -> None:
+    """Feed each pipe into its reader on the loop, adding each transport to `transports` as it is made (the
+    caller closes them, also those made before a failure)."""
+    for pipe, reader in pairs:
+        transport, _ = await loop.connect_read_pipe(
+            lambda r=reader: asyncio.StreamReaderProtocol(r), pipe)  # type: ignore[misc]
+        transports.append(transport)
 
 
 def popen(launch: Launch, **options: Any) -> subprocess.Popen[bytes]:

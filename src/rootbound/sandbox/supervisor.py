@@ -32,6 +32,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from rootbound.execution.launch import wire_pipes
 from rootbound.sandbox import bwrap, helper
 
 __all__ = ["MAX_REQUEST", "Ended", "Full", "Pool", "Request", "SupervisedChild", "Supervisor", "Unavailable", "View"]
@@ -130,10 +131,7 @@ class SupervisedChild:
 
     async def connect(self) -> None:
         try:
-            for pipe, reader in zip(self._pipes, (self.stdout, self.stderr), strict=True):
-                transport, _ = await self._loop.connect_read_pipe(
-                    lambda r=reader: asyncio.StreamReaderProtocol(r), pipe)  # type: ignore[misc]
-                self._transports.append(transport)
+            await wire_pipes(self._loop, zip(self._pipes, (self.stdout, self.stderr), strict=True), self._transports)
         except BaseException:
             self.close()
             raise
