@@ -381,8 +381,8 @@ class BwrapLauncher(_Base):
                       "leave them no socket to reach each other)"
                       if not self.config.commands.network and not self._newnet() else "")
             return ("by a command supervisor: one long-lived bubblewrap sandbox per view (roots, paths, network), "
-                    f"each command in new {own} namespaces, with its own /tmp, /proc and /dev/shm{shared}; were it "
-                    "unable to start, a bubblewrap per command (logged, and shown here)")
+                    f"each command in new {own} namespaces, with its own /tmp, /proc, /dev/shm and /dev/pts{shared}; "
+                    "were it unable to start, a bubblewrap per command (logged, and shown here)")
         return f"a bubblewrap per command ({why})"
 
     def _unsupervised_reason(self) -> str | None:
