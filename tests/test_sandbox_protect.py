@@ -5,6 +5,7 @@ Under Landlock alone they cannot be, and `rootbound check` says so."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -15,8 +16,10 @@ import anyio
 import pytest
 
 from rootbound.config import load_config
+from rootbound.fs import Root
 from rootbound.report import describe_commands
 from rootbound.sandbox import bwrap, helper
+from rootbound.sandbox.protect import Guards, guard_root
 from tests.conftest import Harness, text_of
 from tests.test_commands_support import CommandServers, eventually
 from tests.test_sandbox_cwd import READ_ONLY, server_with
@@ -290,3 +293,36 @@ async def test_a_guarded_path_renamed_by_another_command_does_not_outlive_the_ca
         await run("a", _PLANTER.format(path=path, plant=plant))
     assert got["b"]["stdout"] == "renamed\n" and got["a"]["stdout"] == "planted\n", got
     assert not (ws / planted).exists(), got
+
+
+def test_a_path_counts_as_missing_only_while_the_command_it_was_missing_for_runs(tmp_path: Path) -> None:
+    """The count of paths missing for running commands is what keeps another command from binding what one of them
+    made; it must end with the command (close()), and with a Guards dropped without close() too: a path counted
+    for ever would leave the user's own .git/hooks, once made, unguarded (writable, and swept) in every command."""
+    ws = tmp_path / "workspace"
+    (ws / ".git").mkdir(parents=True)
+    root = Root("workspace", str(ws), frozenset({"write_file"}), os.open(ws, os.O_RDONLY | os.O_DIRECTORY))
+
+    def bound_hooks() -> bool:
+        guards = Guards()
+        try:
+            guard_root(root, [], guards)
+            return str(ws / ".git" / "hooks") in guards.binds
+        finally:
+            guards.close()
+
+    running = Guards()
+    guard_root(root, [], running)  # .git/hooks is missing for this command
+    (ws / ".git" / "hooks").mkdir()  # ... which makes it
+    assert not bound_hooks()  # a command starting now does not bind it
+    running.close()
+    assert bound_hooks()  # once that command is done, it is guarded again
+    (ws / ".git" / "hooks").rmdir()
+    dropped = Guards()
+    guard_root(root, [], dropped)  # missing again for another command, whose Guards is then dropped unclosed
+    (ws / ".git" / "hooks").mkdir()
+    assert not bound_hooks()
+    del dropped
+    gc.collect()
+    assert bound_hooks()
+    os.close(root.handle())

@@ -42,6 +42,7 @@ import os
 import stat
 import threading
 import weakref
+from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
@@ -67,7 +68,7 @@ class Bind:
     writable: bool
 
 
-@dataclass(eq=False)  # (held in a WeakSet by identity)
+@dataclass
 class Guards:
     """One command's guard binds (it owns their descriptors), and the protected paths missing when it started."""
 
@@ -77,13 +78,22 @@ class Guards:
     # Our own handle on each root with a missing path, by its path (the root's own handle may be closed, and its
     # number reused, before the command ends).
     handles: dict[str, int] = field(default_factory=dict)
+    # What it counts in _MISSING, and what takes it out again: close(), or the garbage collector for a Guards
+    # dropped without close() (no path may stay counted as missing for ever).
+    _counted: list[tuple[str, tuple[str, ...]]] = field(default_factory=list, init=False, repr=False)
+    _uncount: weakref.finalize[[list[tuple[str, tuple[str, ...]]]], Guards] | None = field(
+        default=None, init=False, repr=False)
 
     def note_missing(self, root: Root, parts: tuple[str, ...], existed: int) -> None:
         if root.real_path not in self.handles:
             self.handles[root.real_path] = os.dup(root.handle())
         self.missing.append((root, parts, existed))
+        levels = [(root.real_path, parts[:k]) for k in range(existed + 1, len(parts) + 1)]  # each missing level
         with _LOCK:
-            _RUNNING.add(self)
+            _MISSING.update(levels)
+            self._counted.extend(levels)
+            if self._uncount is None:
+                self._uncount = weakref.finalize(self, _forget, self._counted)
 
     def add(self, bind: Bind) -> int:
         """Take `bind` (and its descriptor); return the descriptor now held for its path."""
@@ -99,20 +109,13 @@ class Guards:
     def close(self) -> None:
         """Release the descriptors; its missing paths no longer count for commands starting from now on (call it
         after `sweep`)."""
-        with _LOCK:
-            _RUNNING.discard(self)
+        if self._uncount is not None:
+            self._uncount()  # (once: a finalizer runs at most once)
         for fd in (*(b.fd for b in self.binds.values()), *self.handles.values()):
             with contextlib.suppress(OSError):
                 os.close(fd)
         self.binds.clear()
         self.handles.clear()
-
-    def made_by_another(self, root: Root, here: tuple[str, ...]) -> bool:
-        """Was `here` (or a level of it) missing when another command still running started?"""
-        with _LOCK:
-            others = [g for g in _RUNNING if g is not self]
-        return any(r.real_path == root.real_path and existed < len(here) and parts[:len(here)] == here
-                   for g in others for r, parts, existed in list(g.missing))
 
     def sweep(self) -> list[str]:
         """Remove what now exists at the paths that were missing (run once the command's processes are gone);
@@ -124,10 +127,28 @@ class Guards:
         return list(dict.fromkeys(removed))
 
 
-# The Guards of the commands whose missing paths count (from their start until their sweep is done): weakly, so a
-# Guards dropped without close() cannot leave a path counted as missing for ever.
-_RUNNING: weakref.WeakSet[Guards] = weakref.WeakSet()
-_LOCK = threading.Lock()  # (guards are made and swept on the event loop or in a worker thread)
+# Every level of a protected path that was missing when a command still running started, by (root's real path,
+# components), counted once per command (from its guards until its sweep is done): one lookup per level walked,
+# however many commands run.
+_MISSING: Counter[tuple[str, tuple[str, ...]]] = Counter()
+# (Guards are made and swept on the event loop or in worker threads; reentrant: a finalizer may run, from the
+# garbage collector, in a thread that holds it.)
+_LOCK = threading.RLock()
+
+
+def _forget(levels: list[tuple[str, tuple[str, ...]]]) -> None:
+    with _LOCK:
+        _MISSING.subtract(levels)
+        for level in set(levels):
+            if _MISSING[level] <= 0:
+                del _MISSING[level]
+
+
+def _missing_for_a_running_command(root: Root, here: tuple[str, ...]) -> bool:
+    """Was `here` missing when a command still running started (this one included: what was missing when it
+    started and is there now was made meanwhile)?"""
+    with _LOCK:
+        return _MISSING[(root.real_path, here)] > 0
 
 
 def _components(rule: str) -> list[str] | None:
@@ -186,7 +207,7 @@ def _walk(root: Root, guards: Guards, parent: int, done: tuple[str, ...], comps:
         if stat.S_ISLNK(st.st_mode):
             os.close(fd)
             raise _link_error(root, here)
-        if guards.made_by_another(root, here):
+        if _missing_for_a_running_command(root, here):
             os.close(fd)
             guards.note_missing(root, (*here, *rest), len(done))
             continue
@@ -225,7 +246,7 @@ def _open_git(root: Root, guards: Guards) -> bool:
     if stat.S_ISLNK(st.st_mode):
         os.close(fd)
         raise _link_error(root, (".git",))
-    if guards.made_by_another(root, (".git",)):
+    if _missing_for_a_running_command(root, (".git",)):
         os.close(fd)
         guards.note_missing(root, (".git",), 0)
         return False
