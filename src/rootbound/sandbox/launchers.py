@@ -31,7 +31,7 @@ from rootbound.logs import log
 from rootbound.sandbox import bwrap, creds, helper, janitor, landlock, limits, nofollow, seccomp, supervised, supervisor
 from rootbound.sandbox.creds import RunAs
 from rootbound.sandbox.layout import DEVICES, SYSTEM_PATHS, Layout, is_under, layout, work_areas
-from rootbound.sandbox.protect import GIT_ENTRIES, Bind, Guards, guard_root, unenforced_rules
+from rootbound.sandbox.protect import GIT_ENTRIES, Bind, Guards, close_binds, guard_root, identity, unenforced_rules
 from rootbound.sandbox.spawn import spawn_restricted
 
 __all__ = ["BwrapLauncher", "LandlockLauncher"]
@@ -235,7 +235,7 @@ class LandlockLauncher(_Base):
             else:
                 confined = self._threaded(launch, rules)
         except BaseException:
-            _close(areas)
+            close_binds(areas)
             _remove(base)
             raise
         return replace(confined, env=env, cleanup=partial(_after_landlock, base, areas, held))
@@ -297,7 +297,7 @@ def _open_areas(paths: Sequence[str]) -> list[Bind]:
         try:
             parent, fd = nofollow.open_path(path)
         except OSError:
-            _close(areas)
+            close_binds(areas)
             raise OSError(errno.ESTALE, "a commands.allowed_cwd_roots work area was replaced or removed "
                                         "meanwhile") from None
         os.close(parent)
@@ -305,14 +305,8 @@ def _open_areas(paths: Sequence[str]) -> list[Bind]:
     return areas
 
 
-def _close(binds: Sequence[Bind]) -> None:
-    for bind in binds:
-        with contextlib.suppress(OSError):
-            os.close(bind.fd)
-
-
 def _after_landlock(base: str, areas: list[Bind], held: Sequence[int] = ()) -> list[str]:
-    _close(areas)
+    close_binds(areas)
     for fd in held:
         with contextlib.suppress(OSError):
             os.close(fd)
@@ -440,28 +434,19 @@ class BwrapLauncher(_Base):
         try:
             areas = _open_areas(where.work_areas)
             if not supervised.covered(where, areas, launch.cwd_path):
-                _close(areas)
-                guards.close()
-                return None
-            ids = {r.real_path: _identity(r.handle()) for r in where.roots}
-            for root in where.writable:
-                others = {i for path, i in ids.items() if path != root.real_path}
-                guard_root(root, self.config.protected_paths, guards, stop=others)
-            env = dict(launch.env)
-            env["TMPDIR"] = bwrap.TMP
-            private_home = _home(env, where, bwrap.HOME)
+                raise supervisor.Unavailable("not covered")
+            self._guard(where, guards)
+            env, private_home = _sandbox_env(launch, where)
             args = self._launcher(launch, where, private_home, [], True)[1:]
             request = supervised.request(launch.cwd_fd, launch.cwd_path, guards, env, args)
             kinds = self._seccomp_kinds()
             newnet = self._newnet()
             key = supervised.view_key(where, areas, network=c.network, kinds=kinds, abi=self.level.abi, newnet=newnet)
-        except supervisor.Unavailable:
-            _close(areas)
+        except BaseException as exc:
+            close_binds(areas)
             guards.close()
-            return None
-        except BaseException:
-            _close(areas)
-            guards.close()
+            if isinstance(exc, supervisor.Unavailable):
+                return None
             raise
         program = (seccomp.program(sockets="sockets" in kinds, metadata=False, setid="setid" in kinds)
                    if kinds else None)
@@ -508,14 +493,9 @@ class BwrapLauncher(_Base):
         info = os.pipe()  # bubblewrap writes its sandbox's PID 1 here: the sweep waits for it to be gone
         staged: list[int] = []  # pipes holding the compiled launcher and the seccomp filter, for bubblewrap
         try:
-            ids = {r.real_path: _identity(r.handle()) for r in where.roots}
-            for root in where.writable:
-                others = {i for path, i in ids.items() if path != root.real_path}
-                guard_root(root, self.config.protected_paths, guards, stop=others)
+            self._guard(where, guards)
             areas = _open_areas(where.work_areas)
-            env = dict(launch.env)
-            env["TMPDIR"] = bwrap.TMP
-            private_home = _home(env, where, bwrap.HOME)
+            env, private_home = _sandbox_env(launch, where)
             compiled = self._compiled(where)
             extra: list[str] = []
             if compiled is not None:
@@ -532,13 +512,20 @@ class BwrapLauncher(_Base):
                     *self._launcher(launch, where, private_home, plan.checks, compiled is not None)]
         except BaseException:
             guards.close()
-            _close(areas)
+            close_binds(areas)
             for fd in (*info, *staged):
                 os.close(fd)
             raise
         return replace(launch, executable=bwrap.BWRAP, argv=argv, env=env,
                        popen_options={"pass_fds": (*plan.pass_fds, info[1], *staged)},
                        cleanup=partial(_after_bwrap, guards, areas, info, staged))
+
+    def _guard(self, where: Layout, guards: Guards) -> None:
+        """Add the guards of every writable root to `guards` (another root nested in one stops its walk)."""
+        ids = {r.real_path: identity(r.handle()) for r in where.roots}
+        for root in where.writable:
+            others = {i for path, i in ids.items() if path != root.real_path}
+            guard_root(root, self.config.protected_paths, guards, stop=others)
 
     def _compiled(self, where: Layout) -> bytes | None:
         """The compiled launcher, unless it cannot be built here or its place would be inside a bind."""
@@ -580,15 +567,18 @@ class BwrapLauncher(_Base):
         return [*start, *opts, "--", launch.executable, *launch.argv]
 
 
-def _identity(fd: int) -> tuple[int, int]:
-    st = os.fstat(fd)
-    return st.st_dev, st.st_ino
+def _sandbox_env(launch: Launch, where: Layout) -> tuple[dict[str, str], bool]:
+    """The command's environment inside bubblewrap (its private TMPDIR, a HOME of its own where needed), and
+    whether that HOME is private (the launcher makes it)."""
+    env = dict(launch.env)
+    env["TMPDIR"] = bwrap.TMP
+    return env, _home(env, where, bwrap.HOME)
 
 
 def _after_bwrap(guards: Guards, areas: list[Bind], info: tuple[int, int], staged: Sequence[int] = ()) -> list[str]:
     """Once the command has ended: release the descriptors, and remove what it created where protected paths were
     missing, once nothing of it can write any more (its PID namespace, and so every process in it, is gone)."""
-    _close(areas)
+    close_binds(areas)
     for fd in staged:
         with contextlib.suppress(OSError):
             os.close(fd)

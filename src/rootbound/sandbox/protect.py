@@ -50,7 +50,7 @@ from rootbound.errors import Denied
 from rootbound.fs import Root, display_path
 from rootbound.fs.removal import remove_tree
 
-__all__ = ["GIT_ENTRIES", "Bind", "GuardError", "Guards", "guard_root", "unenforced_rules"]
+__all__ = ["GIT_ENTRIES", "Bind", "GuardError", "Guards", "close_binds", "guard_root", "identity", "unenforced_rules"]
 
 GIT_ENTRIES = ("config", "config.worktree", "commondir", "hooks", "info", "modules", "worktrees")
 _GLOB = frozenset("*?[")
@@ -66,6 +66,18 @@ class Bind:
     fd: int  # what is bound: an O_PATH descriptor
     path: str  # where: the same path on the host and in the sandbox
     writable: bool
+
+
+def close_binds(binds: Sequence[Bind]) -> None:
+    for bind in binds:
+        with contextlib.suppress(OSError):
+            os.close(bind.fd)
+
+
+def identity(fd: int) -> tuple[int, int]:
+    """(st_dev, st_ino) of what `fd` is open on."""
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
 
 
 @dataclass

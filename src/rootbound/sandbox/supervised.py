@@ -12,7 +12,6 @@ directory outside the view (bubblewrap makes an empty one there), binds under /p
 
 from __future__ import annotations
 
-import contextlib
 import os
 import select
 import shutil
@@ -21,7 +20,7 @@ from collections.abc import Callable, Sequence
 
 from rootbound.sandbox import bwrap, helper
 from rootbound.sandbox.layout import Layout, is_under
-from rootbound.sandbox.protect import Bind, Guards
+from rootbound.sandbox.protect import Bind, Guards, close_binds, identity
 from rootbound.sandbox.supervisor import Request, View
 
 __all__ = ["after", "carried", "covered", "request", "view", "view_key"]
@@ -68,13 +67,8 @@ def view_key(where: Layout, areas: Sequence[Bind], *, network: bool, kinds: Sequ
     key, another supervisor: a root added or removed, replaced, or a path bound by name replaced."""
     places = (tuple((r.real_path, where.is_writable(r)) for r in where.roots), tuple(a.path for a in areas),
               where.read_paths, where.write_paths, where.programs, network, tuple(kinds), abi, newnet)
-    return (places, tuple(_fstat_id(r.handle()) for r in where.roots), tuple(_fstat_id(a.fd) for a in areas),
+    return (places, tuple(identity(r.handle()) for r in where.roots), tuple(identity(a.fd) for a in areas),
             tuple(_identity(p) for p in (*where.read_paths, *where.write_paths, *where.programs)))
-
-
-def _fstat_id(fd: int) -> tuple[int, int]:
-    st = os.fstat(fd)
-    return st.st_dev, st.st_ino
 
 
 _UNSHARE = shutil.which("unshare", path="/usr/bin:/bin")
@@ -153,17 +147,15 @@ def request(cwd_fd: int, cwd_path: str, guards: Guards, env: dict[str, str], arg
     st = os.fstat(cwd_fd)
     items = []
     for bind in sorted(guards.binds.values(), key=lambda b: b.path.count("/")):  # parents first
-        gst = os.fstat(bind.fd)
-        items.append(f"{'rw' if bind.writable else 'ro'}:{gst.st_dev}:{gst.st_ino}:{bind.path}")
+        dev, ino = identity(bind.fd)
+        items.append(f"{'rw' if bind.writable else 'ro'}:{dev}:{ino}:{bind.path}")
     return Request(f"{st.st_dev}:{st.st_ino}:{cwd_path}", items, [f"{k}={v}" for k, v in env.items()], args)
 
 
 def after(guards: Guards, areas: Sequence[Bind], state: dict[str, object]) -> list[str]:
     """Once the command has ended: release the descriptors, and remove what it created where protected paths were
     missing, once nothing of it can write any more (its namespace init is gone: so is every process of it)."""
-    for bind in areas:
-        with contextlib.suppress(OSError):
-            os.close(bind.fd)
+    close_binds(areas)
     pidfd = state.pop("pidfd", None)
     try:
         if isinstance(pidfd, int):
