@@ -260,20 +260,30 @@ static void make_home(const char *path) {
     }
 }
 
-/* The seccomp program in the pipe FD (struct sock_filter array), installed on this process (irreversible). */
-static void install_filter(int fd) {
-    static struct sock_filter insns[BPF_MAXINSNS];
-    size_t got = 0;
+/* The seccomp program in the pipe FD (struct sock_filter array, up to BPF_MAXINSNS) read into `insns`; its
+ * length in instructions. */
+static unsigned short read_filter(int fd, struct sock_filter *insns) {
+    size_t size = BPF_MAXINSNS * sizeof *insns, got = 0;
     ssize_t n;
-    while (got < sizeof insns && (n = read(fd, (char *)insns + got, sizeof insns - got)) != 0) {
+    while (got < size && (n = read(fd, (char *)insns + got, size - got)) != 0) {
         if (n < 0 && errno != EINTR) confine_error("reading the seccomp filter");
         if (n > 0) got += (size_t)n;
     }
     close(fd);
-    if (got == 0 || got % sizeof insns[0]) fail("cannot confine the command: bad seccomp filter");
-    struct sock_fprog prog = {(unsigned short)(got / sizeof insns[0]), insns};
+    if (got == 0 || got % sizeof *insns) fail("cannot confine the command: bad seccomp filter");
+    return (unsigned short)(got / sizeof *insns);
+}
+
+/* no_new_privs, then the filter, on this process (irreversible). */
+static void set_filter(struct sock_filter *insns, unsigned short len) {
+    struct sock_fprog prog = {len, insns};
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) confine_error("prctl(PR_SET_NO_NEW_PRIVS)");
     if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0)) confine_error("prctl(PR_SET_SECCOMP)");
+}
+
+static void install_filter(int fd) {
+    static struct sock_filter insns[BPF_MAXINSNS];
+    set_filter(insns, read_filter(fd, insns));
 }
 
 /* The command gets stdin, stdout and stderr only: not the descriptor this launcher was executed from (Landlock

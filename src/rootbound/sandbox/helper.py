@@ -80,11 +80,6 @@ def supervisor_bytes() -> bytes | None:
         return _built_supervisor[0]
 
 
-def _build_both() -> None:
-    helper_bytes()
-    supervisor_bytes()
-
-
 def executable() -> int | None:
     """A descriptor of a sealed in-memory copy of the compiled launcher, executable as `/proc/self/fd/N` (kept for
     the life of the process), or None when it cannot be built here."""
@@ -116,11 +111,18 @@ def _seal(data: bytes) -> int | None:
     return fd
 
 
-def prepare() -> None:
-    """Build it in the background (at server start), so the first command does not wait for the compiler."""
+def prepare(*, supervisor: bool = False) -> None:
+    """Build it (and the command supervisor, for bubblewrap) in the background at server start, so the first
+    command does not wait for the compiler."""
     if _built or _building:
         return
-    thread = threading.Thread(target=_build_both, name="rootbound-helper-build", daemon=True)
+
+    def build() -> None:
+        helper_bytes()
+        if supervisor:
+            supervisor_bytes()
+
+    thread = threading.Thread(target=build, name="rootbound-helper-build", daemon=True)
     _building.append(thread)
     thread.start()
     # A server stopped during the build still removes the build directory (daemon threads are cut at exit).

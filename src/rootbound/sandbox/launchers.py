@@ -360,7 +360,7 @@ class BwrapLauncher(_Base):
         super().__init__(config, user, level)
         self.version = version
         self.supervisors = supervisor.Pool()
-        helper.prepare()
+        helper.prepare(supervisor=True)
 
     def close(self) -> None:
         """Stop the command supervisors (and every command still in them)."""

@@ -37,29 +37,15 @@
 #include "exec_helper.c"
 #undef main
 
-#include <errno.h>
-#include <fcntl.h>
-#include <linux/close_range.h>
-#include <linux/filter.h>
 #include <linux/mount.h>
 #include <linux/openat2.h>
 #include <linux/sched.h>
-#include <linux/seccomp.h>
 #include <poll.h>
 #include <sched.h>
-#include <signal.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #define HELPER "/.rootbound-exec"
 #define MAX_MSG (256 * 1024)
@@ -213,11 +199,8 @@ static void drop_caps(uint32_t keep) {
 /* X: the command's own process. */
 static void command(void) {
     drop_caps(1U << CAP_DAC_READ_SEARCH); /* the launcher's, to open the rules' paths; it drops it */
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) confine_error("PR_SET_NO_NEW_PRIVS");
-    if (filter_len) { /* before the launcher, as bubblewrap's --seccomp */
-        struct sock_fprog prog = {filter_len, filter};
-        if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0)) confine_error("seccomp");
-    }
+    if (filter_len) set_filter(filter, filter_len); /* (no_new_privs first) before the launcher, as bubblewrap's */
+    else if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) confine_error("PR_SET_NO_NEW_PRIVS");
     environ = req.env;
     _exit(launcher_main(req.nargs, req.args)); /* (it executes the command, or fails: exit 126) */
 }
@@ -243,8 +226,8 @@ static void namespace_init(void) {
     if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620"))
         confine_error("mount /dev/pts");
     for (int i = 0; i < req.nguards; i++) bind_guard(req.guards[i]);
-    if (req.cwd) enter_cwd(req.cwd);
-    else if (chdir("/")) confine_error("chdir /");
+    if (!req.cwd) fail("no working directory in the request");
+    enter_cwd(req.cwd);
     pid_t x = fork();
     if (x < 0) confine_error("fork");
     if (x == 0) command();
@@ -404,17 +387,7 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (ffd >= 0) {
-        size_t got = 0;
-        ssize_t n;
-        while (got < sizeof filter && (n = read(ffd, (char *)filter + got, sizeof filter - got)) != 0) {
-            if (n < 0 && errno != EINTR) return 1;
-            if (n > 0) got += (size_t)n;
-        }
-        close(ffd);
-        if (got == 0 || got % sizeof filter[0]) return 1;
-        filter_len = (unsigned short)(got / sizeof filter[0]);
-    }
+    if (ffd >= 0) filter_len = read_filter(ffd, filter); /* (a bad one: a message on stderr, and it ends) */
     if (fcntl(sock, F_SETFD, FD_CLOEXEC)) return 1;
     term_slots = mmap(NULL, sizeof(int) * MAXRUN, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (term_slots == MAP_FAILED) return 1;
