@@ -149,3 +149,22 @@ async def test_landlock_alone_runs_the_launcher_with_every_layer(servers: Comman
         assert got["stdout"] == "sh\n"
     else:  # prlimit executes the absolute path
         assert got["stdout"].startswith("/") and got["stdout"].endswith("/sh\n")
+
+
+@NEEDS_BWRAP
+def test_bubblewraps_info_names_its_sandbox_init() -> None:
+    """The server waits for a sandbox's init to be gone before its sweep, and reaps it: both need its PID, from
+    bubblewrap's --info-fd (one JSON object over several lines: reading only the first line found none, so the
+    sweep never waited)."""
+    assert bwrap.BWRAP is not None
+    info = os.pipe()
+    try:
+        done = subprocess.run([bwrap.BWRAP, "--info-fd", str(info[1]), "--unshare-pid", "--ro-bind", "/", "/",
+                               "--proc", "/proc", "--", "sh", "-c", "echo $$; cat /proc/1/comm"], pass_fds=(info[1],),
+                              capture_output=True, text=True, cwd="/")
+    finally:
+        os.close(info[1])
+    pid = bwrap.init_pid(info[0])
+    assert done.returncode == 0 and done.stdout.split() == ["2", "bwrap"], done
+    assert isinstance(pid, int) and pid not in (done.args, 0)
+    bwrap.reap_init(pid)

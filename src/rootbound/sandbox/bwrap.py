@@ -17,10 +17,13 @@ command's environment, already built from an allowlist, and passes it through.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -70,8 +73,10 @@ def probe() -> Probe:
                 "--tmpfs", TMP, "--", "true"]
         # In `/` with a bare environment: the probe needs nothing of the server's (secrets included).
         env = {"PATH": "/usr/bin:/bin"}
+        info = os.pipe()
         try:
-            done = subprocess.run(argv, capture_output=True, timeout=10, cwd="/", env=env)
+            done = subprocess.run([BWRAP, "--info-fd", str(info[1]), *argv[1:]], capture_output=True, timeout=10,
+                                  cwd="/", env=env, pass_fds=(info[1],))
             version = subprocess.run([BWRAP, "--version"], capture_output=True, timeout=10, cwd="/", env=env).stdout
         except (OSError, subprocess.SubprocessError) as exc:
             result = Probe(False, f"bwrap cannot be started: {exc}")
@@ -81,8 +86,47 @@ def probe() -> Probe:
             else:
                 why = done.stderr.decode(errors="replace").strip().splitlines()
                 result = Probe(False, f"bwrap fails here: {why[-1] if why else f'exit {done.returncode}'}")
+        finally:
+            os.close(info[1])
+            reap_init(init_pid(info[0]))
     _PROBES[uid] = result
     return result
+
+
+def init_pid(info_fd: int) -> int | None:
+    """The PID of the sandbox's init, from bubblewrap's --info-fd (the read end, closed here); None when bubblewrap
+    started none. Call it once bubblewrap has ended (or written its info)."""
+    try:
+        os.set_blocking(info_fd, False)
+        # (one JSON object, spread over several lines)
+        pid = json.JSONDecoder().raw_decode(os.read(info_fd, 4096).decode())[0].get("child-pid")
+    except (OSError, ValueError, AttributeError):
+        pid = None
+    finally:
+        os.close(info_fd)
+    return pid if isinstance(pid, int) and pid > 0 else None
+
+
+def reap_init(pid: int | None, seconds: float = 1.0) -> None:
+    """Reap the sandbox's init of a bubblewrap that has ended. bubblewrap learns its exit status through a pipe
+    and may exit without reaping it: the init is then re-parented to this server (a child subreaper, for commands'
+    daemons) and would stay a zombie for the server's life, unless it carries a command's id (the stray rounds
+    reap those). Only a process that is our child and a bubblewrap is waited for."""
+    deadline = time.monotonic() + seconds
+    while pid is not None and time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                head, _, tail = f.read().rpartition(b")")
+            state, parent = tail.split()[:2]
+        except (OSError, ValueError):
+            return  # gone: bubblewrap reaped it
+        if int(parent) != os.getpid() or not head.endswith(b"(bwrap"):
+            return  # still bubblewrap's (it reaps it), or the PID is someone else's by now
+        if state == b"Z":
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+            return
+        time.sleep(0.005)
 
 
 _BOOT = "import sys;sys.path.insert(0,{path!r});from rootbound.sandbox.exec import main;main()"

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import json
 import os
 import tempfile
 import time
@@ -382,8 +381,6 @@ class BwrapLauncher(_Base):
     def _unsupervised_reason(self) -> str | None:
         if self.supervisors.problem is not None:
             return f"the command supervisor could not start: {self.supervisors.problem}"
-        if os.geteuid() != 0:
-            return "the command supervisor needs a server running as root"
         if self.user is not None:
             return "commands.run_as is set, which the command supervisor does not do"
         if helper.helper_bytes() is None or helper.supervisor_bytes() is None:
@@ -584,15 +581,10 @@ def _after_bwrap(guards: Guards, areas: list[Bind], info: tuple[int, int], stage
             os.close(fd)
     try:
         os.close(info[1])
-        os.set_blocking(info[0], False)
-        try:
-            pid = json.loads(os.read(info[0], 4096).split(b"\n", 1)[0] or b"{}").get("child-pid")
-        except (OSError, ValueError):
-            pid = None  # bubblewrap never got as far as starting it
     finally:
-        os.close(info[0])
+        pid = bwrap.init_pid(info[0])  # (None: bubblewrap never got as far as starting it)
     try:
-        if isinstance(pid, int) and guards.missing:
+        if pid is not None and guards.missing:
             _wait_gone(pid)
         return guards.sweep()
     finally:

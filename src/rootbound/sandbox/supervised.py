@@ -4,10 +4,11 @@ The same view as `bwrap.build` (the supervisor's bubblewrap is built by it, once
 view), and per command what bubblewrap would do: fresh /tmp, /proc and /dev/shm,
 new PID, mount and IPC namespaces, the guards, the working directory checked by
 inode, then the compiled launcher with the same options. What is not covered here
-goes to a bubblewrap per command (`BwrapLauncher.wrap`): a `run_as` user (the
-supervisor's user namespace maps uid 0 only), a server that is not root, a working
+goes to a bubblewrap per command (`BwrapLauncher.wrap`): a `run_as` user, a working
 directory outside the view (bubblewrap makes an empty one there), binds under /proc or
-/dev, a request too large for one message, and a supervisor that cannot start.
+/dev, a request too large for one message, and a supervisor that cannot start. A server
+that is not root is covered (`view`: its user is uid 0 in the sandbox, each command
+maps it back).
 """
 
 from __future__ import annotations
@@ -121,7 +122,7 @@ def view(where: Layout, areas: Sequence[Bind], *, key: tuple[object, ...], netwo
             filter_fd = staged[-1]
         plan = bwrap.build(where, areas, Guards(), cwd_path="/", network=network, switch_user=False,
                            python_launcher=False, extra=extra)
-        userns = identity_userns()
+        userns = identity_userns() if os.geteuid() == 0 else None
     except BaseException:
         for fd in staged:
             os.close(fd)
@@ -131,10 +132,19 @@ def view(where: Layout, areas: Sequence[Bind], *, key: tuple[object, ...], netwo
         user = ["--userns", str(userns)]
     else:  # uid 0 alone mapped: chown to another user is then EINVAL, not EPERM
         user = ["--unshare-user", "--uid", "0", "--gid", "0"]
-    # (the capabilities after build's --cap-drop ALL, which would undo them)
-    argv = [*user, *plan.argv[:-1], "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP",
-            "--remount-ro", "/dev", "--remount-ro", "/"]
+    caps = ["CAP_SYS_ADMIN", "CAP_SETPCAP"]
     options = ["--newnet"] if newnet else []
+    if os.geteuid() != 0:
+        # The server's user is uid 0 in the sandbox (mapped to itself, bubblewrap would nest a second user namespace
+        # owning none of the mounts and the PID namespace: the supervisor could mount no /proc or devpts and send no
+        # command's PID); each command maps it back in a user namespace of its own, which needs CAP_SETFCAP (it maps
+        # the parent's uid 0), dropped right after. Plus the launcher's one capability, which build() gives a root
+        # server's sandbox only (supervisor.c command()).
+        caps += ["CAP_DAC_READ_SEARCH", "CAP_SETFCAP"]
+        options += ["--user", f"{os.geteuid()}:{os.getegid()}"]
+    # (the capabilities after build's --cap-drop ALL, which would undo them)
+    argv = [*user, *plan.argv[:-1], *(arg for cap in caps for arg in ("--cap-add", cap)),
+            "--remount-ro", "/dev", "--remount-ro", "/"]
     for path in carried(where, areas):
         options += ["--carry", path]
     return View(key, argv, plan.pass_fds, staged, options, filter_fd)

@@ -2,11 +2,14 @@
  * starts each command in namespaces of its own, in well under a millisecond, where a bubblewrap per command costs
  * about ten (`supervisor.py` starts it and talks to it; docs/security.md says what each step guarantees).
  *
- *     supervisor SOCKFD FILTERFD [--newnet] [--carry PATH]...
+ *     supervisor SOCKFD FILTERFD [--newnet] [--carry PATH]... [--user UID:GID]
  *
  * SOCKFD: a SOCK_SEQPACKET socket to the server (inherited, reachable by no name). FILTERFD: a pipe holding the
  * seccomp program (struct sock_filter[]), read once; -1 for none. --newnet: a network namespace per command.
  * --carry PATH: a bind under /tmp (a root, a read path...) moved into each command's fresh /tmp.
+ * --user UID:GID: a server that is not root. Its sandbox's user namespace maps the server's user as uid 0 (only
+ * then can the supervisor mount /proc and devpts for each command); each command enters a user namespace of its
+ * own that maps it back to UID:GID, as a bubblewrap per command does (its second user namespace).
  *
  * A request: one message of NUL-terminated fields, each tagged by its first byte, and the command's stdout and
  * stderr write ends (SCM_RIGHTS):
@@ -58,6 +61,7 @@ enum { R_READY = 0, R_STARTED = 1, R_EXITED = 2, R_ERROR = 3 };
 struct reply { uint32_t id, type; int32_t code, signal; }; /* ERROR: signal holds the errno */
 
 static int sock = -1, newnet;
+static long as_uid = -1, as_gid = -1; /* --user */
 static const char *carry[MAX_CARRY];
 static int ncarry;
 static struct sock_filter filter[BPF_MAXINSNS];
@@ -184,9 +188,9 @@ static void enter_cwd(const char *item) {
 }
 
 /* Capabilities: the bounding set down to `keep` (needs CAP_SETPCAP, so first), then the sets themselves. */
-static void drop_caps(uint32_t keep) {
+static void drop_caps(uint32_t keep) { /* (keep: capabilities below 32 only) */
     for (int c = 0; c <= 63; c++)
-        if (!(keep & (1U << c)) && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) && errno != EINVAL)
+        if (!(c < 32 && (keep & (1U << c))) && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) && errno != EINVAL)
             confine_error("PR_CAPBSET_DROP");
     if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)) confine_error("PR_CAP_AMBIENT_CLEAR_ALL");
     struct cap_header h = {CAP_VERSION_3, 0};
@@ -196,8 +200,28 @@ static void drop_caps(uint32_t keep) {
     if (syscall(SYS_capset, &h, d)) confine_error("capset");
 }
 
+static void write_file(const char *path, const char *text) {
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text)) confine_error(path);
+    close(fd);
+}
+
+/* --user: the server's user again, in a user namespace of the command's own (it may map only the uid it is in its
+ * parent, 0: the server's; and setgroups is off, as for any unprivileged user namespace). Full capabilities there
+ * come with it, over nothing the parent owns (the mounts, the namespaces): drop_caps follows. */
+static void become_user(void) {
+    char map[64];
+    if (unshare(CLONE_NEWUSER)) confine_error("unshare(CLONE_NEWUSER)");
+    write_file("/proc/self/setgroups", "deny");
+    snprintf(map, sizeof map, "%ld 0 1", as_uid);
+    write_file("/proc/self/uid_map", map);
+    snprintf(map, sizeof map, "%ld 0 1", as_gid);
+    write_file("/proc/self/gid_map", map);
+}
+
 /* X: the command's own process. */
 static void command(void) {
+    if (as_uid >= 0) become_user();
     drop_caps(1U << CAP_DAC_READ_SEARCH); /* the launcher's, to open the rules' paths; it drops it */
     if (filter_len) set_filter(filter, filter_len); /* (no_new_privs first) before the launcher, as bubblewrap's */
     else if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) confine_error("PR_SET_NO_NEW_PRIVS");
@@ -382,6 +406,8 @@ int main(int argc, char **argv) {
     for (int i = 3; i < argc; i++) {
         if (!strcmp(argv[i], "--newnet")) newnet = 1;
         else if (!strcmp(argv[i], "--carry") && i + 1 < argc && ncarry < MAX_CARRY) carry[ncarry++] = argv[++i];
+        else if (!strcmp(argv[i], "--user") && i + 1 < argc && sscanf(argv[i + 1], "%ld:%ld", &as_uid, &as_gid) == 2
+                 && as_uid >= 0 && as_gid >= 0) i++;
         else {
             fprintf(stderr, "supervisor: bad argument %s\n", argv[i]);
             return 2;

@@ -177,19 +177,23 @@ class Supervisor:
         self._pending = 0  # commands waiting for it to be ready
         self._blocked: set[asyncio.Future[None]] = set()  # requests waiting for room in the socket's buffer
         self.ready: asyncio.Future[None] = loop.create_future()
+        self._info, info = os.pipe2(os.O_CLOEXEC)  # bubblewrap names its sandbox's init there (reaped at the end)
         try:
-            argv = [bwrap.BWRAP, *view.argv, "--", helper.SUPERVISOR_PATH, str(theirs.fileno()), str(view.filter_fd),
-                    *view.options]
+            argv = [bwrap.BWRAP, "--info-fd", str(info), *view.argv, "--", helper.SUPERVISOR_PATH,
+                    str(theirs.fileno()), str(view.filter_fd), *view.options]
             # Started from the loop's thread (--die-with-parent watches the thread that started it), in `/`, with
             # a bare environment: each command's own comes with its request.
             self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                           stderr=subprocess.PIPE, cwd="/", env={"PATH": "/usr/bin:/bin"},
-                                          pass_fds=(theirs.fileno(), *view.fds, *view.staged), start_new_session=True)
+                                          pass_fds=(theirs.fileno(), info, *view.fds, *view.staged),
+                                          start_new_session=True)
         except BaseException:
             self._sock.close()
+            os.close(self._info)
             raise
         finally:
             theirs.close()
+            os.close(info)
             for fd in view.staged:
                 os.close(fd)
         self._sock.setblocking(False)
@@ -344,7 +348,12 @@ class Supervisor:
         self._children.clear()
         self._sock.close()
         _LIVE.discard(self)
-        threading.Thread(target=self._proc.wait, daemon=True).start()  # reap bubblewrap off the loop
+        threading.Thread(target=self._reap, daemon=True).start()  # off the loop
+
+    def _reap(self) -> None:
+        """Reap bubblewrap, then the init of its sandbox, once they end."""
+        self._proc.wait()
+        bwrap.reap_init(bwrap.init_pid(self._info))
 
     def _stderr(self) -> str:
         assert self._proc.stderr is not None
