@@ -402,6 +402,7 @@ TARGETS = [
     ("write", "write 100 KB", "rootbound", "reference", 1.0, 0.0),
     ("stat", "stat one file", "rootbound", "reference", 1.0, 0.0),
     ("echo", "echo hi, bubblewrap", "rootbound", "subprocess", 1.0, 10.0),
+    ("echo", "echo hi, bubblewrap, server as nobody", "rootbound, server as nobody", "subprocess", 1.0, 10.0),
     ("echo", "echo hi, Landlock alone", "rootbound, sandbox: landlock", "subprocess", 1.0, 3.0),
     ("grep1", "grep, 1x corpus", "rootbound", "rg", 1.5, 0.0),
     ("grep10", "grep, 10x corpus", "rootbound", "rg", 1.5, 0.0),

@@ -7,9 +7,13 @@ marks its count."""
 
 from __future__ import annotations
 
+import atexit
 import json
+import os
 import re
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +25,7 @@ from mcp.client.stdio import stdio_client
 from mcp.types import CallToolResult, TextContent, Tool
 
 from _peers.fixture import Fixture, line_count
-from _peers.install import npm_bin, npm_package, pip_package
+from _peers.install import Unavailable, npm_bin, npm_package, pip_package
 
 REFERENCE = ("@modelcontextprotocol/server-filesystem", "2026.8.31")
 DESKTOP_COMMANDER = ("@wonderwhy-er/desktop-commander", "0.2.52")
@@ -317,16 +321,25 @@ class ShellServer(Adapter):
         return self.run(["stat", rel], _size_field(r"Size: (\d+)"))
 
 
+NOBODY = 65534
+
+
 class Rootbound(Adapter):
     """rootbound from this checkout (the interpreter running the benchmark), serving the fixture folder as root
-    `bench`, `echo` allowed; `sandbox` None keeps the default (auto: bubblewrap with Landlock inside)."""
+    `bench`, `echo` allowed; `sandbox` None keeps the default (auto: bubblewrap with Landlock inside). `unprivileged`:
+    the server runs as `nobody` (most deployments are not root), on a folder of its own; echo only."""
     key, label = "rootbound", "rootbound"
 
-    def __init__(self, cache: Path, fx: Fixture, sandbox: str | None = None) -> None:
+    def __init__(self, cache: Path, fx: Fixture, sandbox: str | None = None, *, unprivileged: bool = False) -> None:
         super().__init__(cache, fx)
         self.sandbox = sandbox
+        self.unprivileged = unprivileged
+        self.home = cache
         if sandbox is not None:
             self.key, self.label = f"rootbound-{sandbox}", f"rootbound, sandbox: {sandbox}"
+            self.variant_of, self.only = "rootbound", frozenset({"echo"})
+        if unprivileged:
+            self.key, self.label = "rootbound-nobody", "rootbound, server as nobody"
             self.variant_of, self.only = "rootbound", frozenset({"echo"})
 
     def prepare(self) -> None:
@@ -335,13 +348,28 @@ class Rootbound(Adapter):
         commands: dict[str, Any] = {"allowed": ["echo"]}
         if self.sandbox is not None:
             commands["sandbox"] = self.sandbox
-        self.config = self.cache / f"{self.key}.yaml"
-        self.config.write_text(json.dumps({"roots": [{"name": "bench", "path": str(self.fx.work)}],
+        root = self.fx.work
+        if self.unprivileged:
+            if os.geteuid() != 0 or shutil.which("setpriv") is None:
+                raise Unavailable("needs root and util-linux's setpriv to start the server as nobody")
+            # A folder of its own in /tmp: the cache and the fixture may lie where nobody cannot go (/root).
+            self.home = Path(tempfile.mkdtemp(prefix="rootbound-bench-nobody-"))
+            atexit.register(shutil.rmtree, self.home, True)
+            root = self.home / "root"
+            root.mkdir()
+            for path in (self.home, root):
+                os.chown(path, NOBODY, NOBODY)
+            self.argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *self.argv]
+        self.config = (self.home if self.unprivileged else self.cache) / f"{self.key}.yaml"
+        self.config.write_text(json.dumps({"roots": [{"name": "bench", "path": str(root)}],
                                            "commands": commands}))  # JSON is YAML
+        self.config.chmod(0o644)
 
     def params(self) -> StdioServerParameters:
         # only the SDK's default environment: no ALLOWED_COMMANDS or ROOTBOUND_* from the caller's shell
-        return StdioServerParameters(command=self.argv[0], args=[*self.argv[1:], "--config", str(self.config)])
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.home)} if self.unprivileged else None
+        return StdioServerParameters(command=self.argv[0], args=[*self.argv[1:], "--config", str(self.config)],
+                                     env=env)
 
     def args(self, **extra: Any) -> dict[str, Any]:
         return {"root": "bench", **extra}
@@ -383,4 +411,4 @@ class Rootbound(Adapter):
 
 def all_adapters(cache: Path, fx: Fixture) -> list[Adapter]:
     return [Reference(cache, fx), DesktopCommander(cache, fx), ShellServer(cache, fx), Rootbound(cache, fx),
-            Rootbound(cache, fx, "landlock"), Rootbound(cache, fx, "off")]
+            Rootbound(cache, fx, "landlock"), Rootbound(cache, fx, "off"), Rootbound(cache, fx, unprivileged=True)]
