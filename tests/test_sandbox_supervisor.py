@@ -393,3 +393,20 @@ async def test_a_command_cannot_open_another_commands_terminal_without_landlock(
     assert str(got["a"]["stdout"]).startswith("mine: /dev/pts/"), got
     assert "wrote" not in str(got["b"]["stdout"]), got
     assert "typed-by-b" not in str(got["a"]["stdout"]), got
+
+
+async def test_a_command_cannot_end_itself_as_a_timeout_would(servers: CommandServers,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The namespace init ends everything on the server's SIGTERM (a timeout). A SIGTERM from the command itself
+    (`kill 1`: it can see its init, and a handled signal reaches a PID namespace's init from inside) must not: under a
+    bubblewrap per command its init ignores it. Landlock (ABI >= 6) scopes signals and refuses it; without Landlock,
+    only the init can tell: the server's comes from outside the namespace (no PID there)."""
+    monkeypatch.setattr(landlock, "_SUPPORT", landlock.Support(0))
+    h = await _server(servers)
+    got = await _sh(h, "kill -TERM 1; echo sent=$?; sleep 0.3; echo survived")
+    assert got["stdout"] == "sent=0\nsurvived\n" and got["exit_code"] == 0, got
+    # The server's still ends it at once (not SIGKILL a grace period later), and the result names the timeout.
+    result = await h.call("shell", command="sleep 30", root="workspace", timeout=1)
+    meta = result.structured_content
+    assert meta is not None and meta.get("timeout_seconds") == 1, text_of(result)
+    assert meta["execution_time_ms"] < 1500 and "timed out" in text_of(result), text_of(result)

@@ -107,22 +107,39 @@ def init_pid(info_fd: int) -> int | None:
     return pid if isinstance(pid, int) and pid > 0 else None
 
 
+def _init_state(pid: int) -> tuple[bytes, int, bool] | None:
+    """(state, parent PID, named bwrap) of a process from /proc/PID/stat; None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            head, _, tail = f.read().rpartition(b")")
+        state, parent = tail.split()[:2]
+        return state, int(parent), head.endswith(b"(bwrap")
+    except (OSError, ValueError):
+        return None
+
+
+def wait_init_gone(pid: int, seconds: float = 2.0) -> None:
+    """Wait until the sandbox's init is gone or a zombie (the kernel has then ended every other process in its
+    namespace). At once after a normal exit (bubblewrap waited for it); a few ms after a timeout killed bubblewrap."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = _init_state(pid)
+        if found is None or found[0] in (b"Z", b"X"):
+            return
+        time.sleep(0.005)
+
+
 def reap_init(pid: int | None, seconds: float = 1.0) -> None:
     """Reap the sandbox's init of a bubblewrap that has ended. bubblewrap learns its exit status through a pipe
     and may exit without reaping it: the init is then re-parented to this server (a child subreaper, for commands'
-    daemons) and would stay a zombie for the server's life, unless it carries a command's id (the stray rounds
-    reap those). Only a process that is our child and a bubblewrap is waited for."""
+    daemons) and would stay a zombie until a command's stray round, if any, reaps it. Only a process that is our
+    child and a bubblewrap is waited for."""
     deadline = time.monotonic() + seconds
     while pid is not None and time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                head, _, tail = f.read().rpartition(b")")
-            state, parent = tail.split()[:2]
-        except (OSError, ValueError):
-            return  # gone: bubblewrap reaped it
-        if int(parent) != os.getpid() or not head.endswith(b"(bwrap"):
-            return  # still bubblewrap's (it reaps it), or the PID is someone else's by now
-        if state == b"Z":
+        found = _init_state(pid)
+        if found is None or found[1] != os.getpid() or not found[2]:
+            return  # gone (bubblewrap reaped it), still bubblewrap's, or the PID is someone else's by now
+        if found[0] == b"Z":
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, os.WNOHANG)
             return

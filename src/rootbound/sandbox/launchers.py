@@ -17,7 +17,6 @@ import contextlib
 import errno
 import os
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
@@ -585,21 +584,8 @@ def _after_bwrap(guards: Guards, areas: list[Bind], info: tuple[int, int], stage
         pid = bwrap.init_pid(info[0])  # (None: bubblewrap never got as far as starting it)
     try:
         if pid is not None and guards.missing:
-            _wait_gone(pid)
+            bwrap.wait_init_gone(pid)
         return guards.sweep()
     finally:
         guards.close()
 
-
-def _wait_gone(pid: int, seconds: float = 2.0) -> None:
-    """Wait until the sandbox's PID 1 is gone or a zombie (the kernel has then ended every other process in its
-    namespace). At once after a normal exit (bubblewrap waited for it); a few ms after a timeout killed bubblewrap."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                if f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X"):
-                    return
-        except (FileNotFoundError, ProcessLookupError, IndexError):
-            return
-        time.sleep(0.005)

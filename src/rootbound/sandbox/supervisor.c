@@ -28,7 +28,7 @@
  * namespace (its end kills every process in it), in a session of its own; G mounts a fresh /tmp (carrying the
  * binds under it), /proc (with bubblewrap's read-only covers) and /dev/shm, binds the guards by descriptor, enters
  * the working directory, and forks X, the command; then G drops everything (capabilities, descriptors, dumpable)
- * and only reaps. X keeps CAP_DAC_READ_SEARCH alone (as under a bubblewrap per command), sets no_new_privs and
+ * and only reaps. X keeps CAP_DAC_READ_SEARCH alone (its bounding set empty), sets no_new_privs and
  * the seccomp filter, and runs the launcher (exec_helper.c, compiled in), which sets the limits and Landlock,
  * drops the last capability and executes the command. Any failure before that: a message on the command's stderr, exit
  * 126, nothing run.
@@ -187,11 +187,11 @@ static void enter_cwd(const char *item) {
     close(fd);
 }
 
-/* Capabilities: the bounding set down to `keep` (needs CAP_SETPCAP, so first), then the sets themselves. */
-static void drop_caps(uint32_t keep) { /* (keep: capabilities below 32 only) */
+/* Capabilities: the bounding set emptied (needs CAP_SETPCAP, so first: nothing can be gained again by an exec),
+ * then every set down to `keep` (capabilities below 32), permitted and effective. */
+static void drop_caps(uint32_t keep) {
     for (int c = 0; c <= 63; c++)
-        if (!(c < 32 && (keep & (1U << c))) && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) && errno != EINVAL)
-            confine_error("PR_CAPBSET_DROP");
+        if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) && errno != EINVAL) confine_error("PR_CAPBSET_DROP");
     if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)) confine_error("PR_CAP_AMBIENT_CLEAR_ALL");
     struct cap_header h = {CAP_VERSION_3, 0};
     struct cap_data d[2];
@@ -231,8 +231,13 @@ static void command(void) {
 
 static volatile sig_atomic_t slot_of_g = -1;
 
-/* SIGTERM from the server (a timeout): end everything, as bubblewrap does when it is terminated. */
-static void on_term(int sig) {
+/* SIGTERM from the server (a timeout): end everything, as bubblewrap does when it is terminated. Only from outside
+ * the namespace (a sender there has no PID here): one from the command itself (`kill 1` reaches a namespace's init
+ * once it handles the signal; Landlock ABI >= 6 refuses it) is ignored, as bubblewrap's init ignores it. No one
+ * inside can forge SI_USER with no PID: rt_sigqueueinfo to another process takes only negative codes. */
+static void on_term(int sig, siginfo_t *info, void *context) {
+    (void)context;
+    if (info->si_code != SI_USER || info->si_pid != 0) return;
     term_slots[slot_of_g] = sig;
     _exit(128 + sig); /* the end of a PID namespace's init kills every process in it */
 }
@@ -257,7 +262,9 @@ static void namespace_init(void) {
     if (x == 0) command();
     /* The init keeps nothing a command could use: no capability, not dumpable (no ptrace, no /proc/1/mem), no
      * descriptor. */
-    signal(SIGTERM, on_term);
+    struct sigaction term = {.sa_sigaction = on_term, .sa_flags = SA_SIGINFO | SA_RESTART};
+    sigemptyset(&term.sa_mask);
+    if (sigaction(SIGTERM, &term, NULL)) confine_error("sigaction");
     drop_caps(0);
     prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
@@ -398,7 +405,7 @@ static void reap(int k) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: supervisor SOCKFD FILTERFD [--newnet] [--carry PATH]...\n");
+        fprintf(stderr, "usage: supervisor SOCKFD FILTERFD [--newnet] [--carry PATH]... [--user UID:GID]\n");
         return 2;
     }
     sock = atoi(argv[1]);
