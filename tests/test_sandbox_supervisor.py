@@ -410,3 +410,24 @@ async def test_a_command_cannot_end_itself_as_a_timeout_would(servers: CommandSe
     meta = result.structured_content
     assert meta is not None and meta.get("timeout_seconds") == 1, text_of(result)
     assert meta["execution_time_ms"] < 1500 and "timed out" in text_of(result), text_of(result)
+
+
+async def test_a_supervisor_whose_commands_could_not_start_is_not_used(servers: CommandServers, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the kernel or a policy refuses part of what each command's start does (an older kernel, AppArmor's
+    user-namespace restrictions, a container's seccomp profile), the supervisor's trial at start fails, and each
+    command gets a bubblewrap of its own instead of failing with exit 126 one after the other. Simulated here
+    with a bind to carry into each /tmp that does not exist."""
+    real_view = supervised.view
+
+    def refused(*args: Any, **kwargs: Any) -> supervisor.View:
+        got = real_view(*args, **kwargs)
+        return dataclasses.replace(got, options=[*got.options, "--carry", str(tmp_path / "not-there")])
+
+    monkeypatch.setattr(supervised, "view", refused)
+    h = await _server(servers)
+    got = await _sh(h, "cat /proc/1/comm; echo ran")
+    assert got["stdout"] == "bwrap\nran\n" and got["exit_code"] == 0, got
+    text = "\n".join(_launcher(h).describe())
+    assert "a bubblewrap per command (the command supervisor could not start: " in text, text
+    assert "cloning a bind under /tmp" in text, text

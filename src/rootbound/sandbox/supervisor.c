@@ -242,9 +242,8 @@ static void on_term(int sig, siginfo_t *info, void *context) {
     _exit(128 + sig); /* the end of a PID namespace's init kills every process in it */
 }
 
-/* G: PID 1 of the command's namespaces; stdin, stdout and stderr already in place. */
-static void namespace_init(void) {
-    if (setsid() < 0) confine_error("setsid");
+/* The mounts of a command's own: a fresh /tmp, /proc, /dev/shm and /dev/pts. */
+static void own_mounts(void) {
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)) confine_error("making the mounts private");
     fresh_tmp();
     fresh_proc();
@@ -254,6 +253,12 @@ static void namespace_init(void) {
      * terminals could be opened, written and read (/dev/ptmx is bubblewrap's link to pts/ptmx). */
     if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620"))
         confine_error("mount /dev/pts");
+}
+
+/* G: PID 1 of the command's namespaces; stdin, stdout and stderr already in place. */
+static void namespace_init(void) {
+    if (setsid() < 0) confine_error("setsid");
+    own_mounts();
     for (int i = 0; i < req.nguards; i++) bind_guard(req.guards[i]);
     if (!req.cwd) fail("no working directory in the request");
     enter_cwd(req.cwd);
@@ -386,6 +391,49 @@ static void start(void) {
     reply(req.id, R_STARTED, (int32_t)pid, 0, pidfd, (pid_t)pid);
 }
 
+/* Before READY, one trial of what every command's start does (namespaces, mounts, a guard's bind, the user
+ * mapped back, the filter), with no command: a kernel or a policy that refuses part of it (an older kernel,
+ * AppArmor's user-namespace restrictions, a container's seccomp profile) makes the supervisor fail to start, and
+ * the server gives each command a bubblewrap of its own instead of failing every command. The reason is on
+ * stderr. Returns 0 when it all worked. */
+static int trial(void) {
+    int pidfd = -1;
+    struct clone_args ca = {.flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_PIDFD |
+                                     (newnet ? CLONE_NEWNET : 0),
+                            .pidfd = (uint64_t)(uintptr_t)&pidfd, .exit_signal = SIGCHLD};
+    long pid = syscall(SYS_clone3, &ca, sizeof ca);
+    if (pid < 0) {
+        fprintf(stderr, "rootbound supervisor: clone3 (new namespaces): %s\n", strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        close(sock);
+        own_mounts();
+        struct stat st;
+        char guard[128];
+        if (stat("/tmp", &st)) confine_error("/tmp");
+        snprintf(guard, sizeof guard, "ro:%llu:%llu:/tmp", (unsigned long long)st.st_dev,
+                 (unsigned long long)st.st_ino);
+        bind_guard(guard);
+        pid_t x = fork();
+        if (x < 0) confine_error("fork");
+        if (x == 0) {
+            if (as_uid >= 0) become_user();
+            drop_caps(1U << CAP_DAC_READ_SEARCH);
+            if (filter_len) set_filter(filter, filter_len);
+            _exit(0);
+        }
+        int status = 0;
+        while (waitpid(x, &status, 0) < 0 && errno == EINTR) continue;
+        _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 126);
+    }
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    int got = waitid(P_PIDFD, (id_t)pidfd, &si, WEXITED);
+    close(pidfd);
+    return !got && si.si_code == CLD_EXITED && si.si_status == 0 ? 0 : -1;
+}
+
 static void reap(int k) {
     siginfo_t si;
     memset(&si, 0, sizeof si);
@@ -425,6 +473,7 @@ int main(int argc, char **argv) {
     term_slots = mmap(NULL, sizeof(int) * MAXRUN, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (term_slots == MAP_FAILED) return 1;
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); /* no ptrace of, nor /proc/PID/mem on, the supervisor */
+    if (trial()) return 1;
     reply(0, R_READY, 0, 0, -1, 0);
     struct pollfd p[MAXRUN + 1];
     for (;;) {
