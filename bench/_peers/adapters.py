@@ -352,8 +352,9 @@ class Rootbound(Adapter):
         if self.unprivileged:
             if os.geteuid() != 0 or shutil.which("setpriv") is None:
                 raise Unavailable("needs root and util-linux's setpriv to start the server as nobody")
-            # A folder of its own in /tmp: the cache and the fixture may lie where nobody cannot go (/root).
-            self.home = Path(tempfile.mkdtemp(prefix="rootbound-bench-nobody-"))
+            # A folder of its own: the cache and the fixture may lie where nobody cannot go (/root). Not in /tmp,
+            # unlike the fixture: a root there is carried into each command's fresh /tmp, one more bind per echo.
+            self.home = Path(tempfile.mkdtemp(prefix="rootbound-bench-nobody-", dir="/var/tmp"))
             atexit.register(shutil.rmtree, self.home, True)
             root = self.home / "root"
             root.mkdir()
