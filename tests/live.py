@@ -48,6 +48,31 @@ def running(needle: str) -> list[int]:
     return pids
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (children first, then theirs)."""
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        here = todo.pop()
+        try:
+            with open(f"/proc/{here}/task/{here}/children") as f:
+                kids = [int(k) for k in f.read().split()]
+        except OSError:  # (gone meanwhile)
+            continue
+        found += kids
+        todo += kids
+    return found
+
+
+def comm(pid: int) -> str:
+    """A process's name ("" when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except FileNotFoundError:
+        return ""
+
+
 def wait_until(predicate: Callable[[], object], seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while not predicate():

@@ -39,29 +39,6 @@ def _launcher(h: Harness) -> BwrapLauncher:
     return host.launcher
 
 
-def _descendants(pid: int) -> list[int]:
-    found: list[int] = []
-    todo = [pid]
-    while todo:
-        here = todo.pop()
-        try:
-            with open(f"/proc/{here}/task/{here}/children") as f:
-                kids = [int(k) for k in f.read().split()]
-        except FileNotFoundError:
-            continue
-        found += kids
-        todo += kids
-    return found
-
-
-def _comm(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm") as f:
-            return f.read().strip()
-    except FileNotFoundError:
-        return ""
-
-
 def _parent(pid: int) -> int:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
@@ -74,8 +51,8 @@ def _supervisor_pids(h: Harness) -> list[int]:
     """The supervisor processes of this server (inside their bubblewraps; not the namespace inits they fork)."""
     pids = []
     for sup in list(_launcher(h).supervisors._by_key.values()):
-        pids += [p for p in _descendants(sup._proc.pid)
-                 if _comm(p) == ".rootbound-supe" and _comm(_parent(p)) == "bwrap"]
+        pids += [p for p in live.descendants(sup._proc.pid)
+                 if live.comm(p) == ".rootbound-supe" and live.comm(_parent(p)) == "bwrap"]
     return pids
 
 
@@ -135,7 +112,7 @@ async def test_a_crashed_supervisor_is_replaced_and_commands_stay_confined(serve
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(long)
-        assert await eventually(lambda: any("543.21" in _cmdline(p) for p in _descendants(before)), 5)
+        assert await eventually(lambda: any("543.21" in _cmdline(p) for p in live.descendants(before)), 5)
         os.kill(before, signal.SIGKILL)
     assert "not-reached" not in str(running["r"].get("stdout"))  # it ended with its sandbox
     assert not any("543.21" in _cmdline(int(p)) for p in os.listdir("/proc") if p.isdigit())
@@ -169,7 +146,7 @@ async def test_a_replaced_root_gets_a_new_supervisor(servers: CommandServers, tm
     assert got["stdout"] == "new.txt\n", got  # the directory now at the root's path, not the one bound before
     assert (ws / "made.txt").read_text() == "made\n"
     assert not (tmp_path / "workspace-before" / "made.txt").exists()
-    assert await eventually(lambda: _comm(before) != ".rootbound-supe", 5)  # the old one ended (it was idle)
+    assert await eventually(lambda: live.comm(before) != ".rootbound-supe", 5)  # the old one ended (it was idle)
     assert len(_supervisor_pids(h)) == 1
 
 
@@ -225,12 +202,12 @@ def test_a_killed_server_takes_its_supervisor_and_commands_along(tmp_path: Path)
         server.initialize()
         server.send(live.call("execute_command", {"command": "sleep 654.32", "root": "workspace"}, 1))
         assert live.wait_until(lambda: live.running("654.32"), 10), "the command never started"
-        supervisors = [p for p in _descendants(server.proc.pid) if _comm(p) == ".rootbound-supe"]
+        supervisors = [p for p in live.descendants(server.proc.pid) if live.comm(p) == ".rootbound-supe"]
         assert supervisors, "the command did not go through a supervisor"
         os.kill(server.proc.pid, signal.SIGKILL)
         server.proc.wait()
     assert live.wait_until(lambda: not live.running("654.32"), 5), live.running("654.32")
-    assert live.wait_until(lambda: not any(_comm(p) == ".rootbound-supe" for p in supervisors), 5)
+    assert live.wait_until(lambda: not any(live.comm(p) == ".rootbound-supe" for p in supervisors), 5)
 
 
 async def test_a_supervisor_replaced_while_busy_ends_after_its_last_command(servers: CommandServers,
@@ -244,15 +221,15 @@ async def test_a_supervisor_replaced_while_busy_ends_after_its_last_command(serv
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(long)
-        assert await eventually(lambda: any(_comm(p) == "sleep" for s in _supervisor_pids(h)
-                                            for p in _descendants(s)), 5)
+        assert await eventually(lambda: any(live.comm(p) == "sleep" for s in _supervisor_pids(h)
+                                            for p in live.descendants(s)), 5)
         [before] = _supervisor_pids(h)
         ws.rename(tmp_path / "workspace-before")
         ws.mkdir()
         assert (await _sh(h, "echo new > new.txt; ls"))["stdout"] == "new.txt\n"
-        assert _comm(before) == ".rootbound-supe"  # still running the long command
+        assert live.comm(before) == ".rootbound-supe"  # still running the long command
     assert got["long"]["stdout"] == "done\n", got  # not cut short by the replacement
-    assert await eventually(lambda: _comm(before) != ".rootbound-supe", 5)  # and ended after it
+    assert await eventually(lambda: live.comm(before) != ".rootbound-supe", 5)  # and ended after it
 
 
 async def test_commands_sharing_the_empty_network_namespace_cannot_reach_each_other(servers: CommandServers) -> None:

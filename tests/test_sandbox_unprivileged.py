@@ -24,6 +24,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from rootbound.sandbox import bwrap, helper
+from tests import live
 from tests.conftest import text_of
 from tests.live import ROOTBOUND, clean_env
 
@@ -91,20 +92,7 @@ async def _run(client: Client, command: str, **more: Any) -> dict[str, Any]:
 
 
 def _comms_below(pid: int) -> list[str]:
-    found, todo = [], [pid]
-    while todo:
-        here = todo.pop()
-        try:
-            kids = [int(k) for k in Path(f"/proc/{here}/task/{here}/children").read_text().split()]
-        except OSError:
-            continue
-        for kid in kids:
-            try:
-                found.append(Path(f"/proc/{kid}/comm").read_text().strip())
-            except OSError:
-                continue
-        todo += kids
-    return found
+    return [live.comm(p) for p in live.descendants(pid)]
 
 
 def _status(text: str) -> dict[str, str]:

@@ -20,10 +20,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -69,14 +69,13 @@ def probe() -> Probe:
     if BWRAP is None:
         result = Probe(False, "bwrap is not installed")
     else:
-        argv = [BWRAP, *_namespace_flags(False, uid == 0), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                "--tmpfs", TMP, "--", "true"]
+        info = os.pipe()  # (bubblewrap names its sandbox's init there: reaped below)
+        argv = [BWRAP, "--info-fd", str(info[1]), *_namespace_flags(False, uid == 0), "--ro-bind", "/", "/", "--dev",
+                "/dev", "--proc", "/proc", "--tmpfs", TMP, "--", "true"]
         # In `/` with a bare environment: the probe needs nothing of the server's (secrets included).
         env = {"PATH": "/usr/bin:/bin"}
-        info = os.pipe()
         try:
-            done = subprocess.run([BWRAP, "--info-fd", str(info[1]), *argv[1:]], capture_output=True, timeout=10,
-                                  cwd="/", env=env, pass_fds=(info[1],))
+            done = subprocess.run(argv, capture_output=True, timeout=10, cwd="/", env=env, pass_fds=(info[1],))
             version = subprocess.run([BWRAP, "--version"], capture_output=True, timeout=10, cwd="/", env=env).stdout
         except (OSError, subprocess.SubprocessError) as exc:
             result = Probe(False, f"bwrap cannot be started: {exc}")
@@ -107,43 +106,52 @@ def init_pid(info_fd: int) -> int | None:
     return pid if isinstance(pid, int) and pid > 0 else None
 
 
-def _init_state(pid: int) -> tuple[bytes, int, bool] | None:
-    """(state, parent PID, named bwrap) of a process from /proc/PID/stat; None when it is gone."""
+def wait_exit(pidfd: int, seconds: float) -> None:
+    """Wait (at most `seconds`) until the process `pidfd` names has ended: then every other process of a PID
+    namespace it was the init of has ended too. (poll: a select() cannot take a descriptor numbered 1024 or
+    more.)"""
+    waiting = select.poll()
+    waiting.register(pidfd, select.POLLIN)
+    waiting.poll(seconds * 1000)
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that pins process `pid`; None when it is gone."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            head, _, tail = f.read().rpartition(b")")
-        state, parent = tail.split()[:2]
-        return state, int(parent), head.endswith(b"(bwrap")
-    except (OSError, ValueError):
+        return os.pidfd_open(pid)
+    except OSError:
         return None
 
 
 def wait_init_gone(pid: int, seconds: float = 2.0) -> None:
-    """Wait until the sandbox's init is gone or a zombie (the kernel has then ended every other process in its
-    namespace). At once after a normal exit (bubblewrap waited for it); a few ms after a timeout killed bubblewrap."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = _init_state(pid)
-        if found is None or found[0] in (b"Z", b"X"):
-            return
-        time.sleep(0.005)
+    """Wait until the sandbox's init has ended. At once after a normal exit (bubblewrap waited for it); a few ms
+    after a timeout killed bubblewrap."""
+    fd = _pidfd(pid)
+    if fd is not None:
+        try:
+            wait_exit(fd, seconds)
+        finally:
+            os.close(fd)
 
 
 def reap_init(pid: int | None, seconds: float = 1.0) -> None:
     """Reap the sandbox's init of a bubblewrap that has ended. bubblewrap learns its exit status through a pipe
     and may exit without reaping it: the init is then re-parented to this server (a child subreaper, for commands'
-    daemons) and would stay a zombie until a command's stray round, if any, reaps it. Only a process that is our
-    child and a bubblewrap is waited for."""
-    deadline = time.monotonic() + seconds
-    while pid is not None and time.monotonic() < deadline:
-        found = _init_state(pid)
-        if found is None or found[1] != os.getpid() or not found[2]:
-            return  # gone (bubblewrap reaped it), still bubblewrap's, or the PID is someone else's by now
-        if found[0] == b"Z":
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
-            return
-        time.sleep(0.005)
+    daemons) and would stay a zombie until a command's stray round, if any, reaps it."""
+    fd = None if pid is None else _pidfd(pid)
+    if fd is None:
+        return
+    try:
+        with open(f"/proc/{pid}/comm", "rb") as f:  # (the descriptor pins the process: no PID reuse from here)
+            if f.read().strip() != b"bwrap":
+                return
+        wait_exit(fd, seconds)
+        with contextlib.suppress(ChildProcessError):  # (not ours: bubblewrap reaps it)
+            os.waitid(os.P_PIDFD, fd, os.WEXITED | os.WNOHANG)
+    except OSError:
+        return  # gone meanwhile
+    finally:
+        os.close(fd)
 
 
 _BOOT = "import sys;sys.path.insert(0,{path!r});from rootbound.sandbox.exec import main;main()"

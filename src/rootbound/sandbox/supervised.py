@@ -14,7 +14,6 @@ maps it back).
 from __future__ import annotations
 
 import os
-import select
 import shutil
 import subprocess
 from collections.abc import Callable, Sequence
@@ -122,7 +121,8 @@ def view(where: Layout, areas: Sequence[Bind], *, key: tuple[object, ...], netwo
             filter_fd = staged[-1]
         plan = bwrap.build(where, areas, Guards(), cwd_path="/", network=network, switch_user=False,
                            python_launcher=False, extra=extra)
-        userns = identity_userns() if os.geteuid() == 0 else None
+        root = os.geteuid() == 0
+        userns = identity_userns() if root else None
     except BaseException:
         for fd in staged:
             os.close(fd)
@@ -134,7 +134,7 @@ def view(where: Layout, areas: Sequence[Bind], *, key: tuple[object, ...], netwo
         user = ["--unshare-user", "--uid", "0", "--gid", "0"]
     caps = ["CAP_SYS_ADMIN", "CAP_SETPCAP"]
     options = ["--newnet"] if newnet else []
-    if os.geteuid() != 0:
+    if not root:
         # The server's user is uid 0 in the sandbox (mapped to itself, bubblewrap would nest a second user namespace
         # owning none of the mounts and the PID namespace: the supervisor could mount no /proc or devpts and send no
         # command's PID); each command maps it back in a user namespace of its own, which needs CAP_SETFCAP (it maps
@@ -169,10 +169,8 @@ def after(guards: Guards, areas: Sequence[Bind], state: dict[str, object]) -> li
     pidfd = state.pop("pidfd", None)
     try:
         if isinstance(pidfd, int):
-            if guards.missing:  # (poll: a select() cannot take a descriptor numbered 1024 or more)
-                waiting = select.poll()
-                waiting.register(pidfd, select.POLLIN)
-                waiting.poll(_GONE_SECONDS * 1000)  # (at once: the runner saw its end)
+            if guards.missing:
+                bwrap.wait_exit(pidfd, _GONE_SECONDS)  # (at once: the runner saw its end)
             os.close(pidfd)
         inner = state.pop("cleanup", None)  # a bubblewrap took over (no supervisor): its own clean-up
         if callable(inner):

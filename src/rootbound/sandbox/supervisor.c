@@ -219,12 +219,17 @@ static void become_user(void) {
     write_file("/proc/self/gid_map", map);
 }
 
-/* X: the command's own process. */
-static void command(void) {
+/* X's own confinement, before the launcher: the server's user again, one capability, no_new_privs, the filter. */
+static void confine_command(void) {
     if (as_uid >= 0) become_user();
     drop_caps(1U << CAP_DAC_READ_SEARCH); /* the launcher's, to open the rules' paths; it drops it */
     if (filter_len) set_filter(filter, filter_len); /* (no_new_privs first) before the launcher, as bubblewrap's */
     else if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) confine_error("PR_SET_NO_NEW_PRIVS");
+}
+
+/* X: the command's own process. */
+static void command(void) {
+    confine_command();
     environ = req.env;
     _exit(launcher_main(req.nargs, req.args)); /* (it executes the command, or fails: exit 126) */
 }
@@ -334,6 +339,14 @@ static int parse(size_t n) {
     return req.nargs > 1;
 }
 
+/* A command's namespace init G: a child in new mount, PID and IPC (and network) namespaces, with a pidfd. */
+static long clone_init(int *pidfd) {
+    struct clone_args ca = {.flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_PIDFD |
+                                     (newnet ? CLONE_NEWNET : 0),
+                            .pidfd = (uint64_t)(uintptr_t)pidfd, .exit_signal = SIGCHLD};
+    return syscall(SYS_clone3, &ca, sizeof ca);
+}
+
 static void start(void) {
     int fds[2] = {-1, -1};
     char cbuf[CMSG_SPACE(sizeof fds)];
@@ -368,10 +381,7 @@ static void start(void) {
     term_slots[slot] = 0;
     slot_of_g = slot;
     int pidfd = -1;
-    struct clone_args ca = {.flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_PIDFD |
-                                     (newnet ? CLONE_NEWNET : 0),
-                            .pidfd = (uint64_t)(uintptr_t)&pidfd, .exit_signal = SIGCHLD};
-    long pid = syscall(SYS_clone3, &ca, sizeof ca);
+    long pid = clone_init(&pidfd);
     if (pid == 0) {
         close(sock); /* never the command's */
         int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -398,10 +408,7 @@ static void start(void) {
  * stderr. Returns 0 when it all worked. */
 static int trial(void) {
     int pidfd = -1;
-    struct clone_args ca = {.flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_PIDFD |
-                                     (newnet ? CLONE_NEWNET : 0),
-                            .pidfd = (uint64_t)(uintptr_t)&pidfd, .exit_signal = SIGCHLD};
-    long pid = syscall(SYS_clone3, &ca, sizeof ca);
+    long pid = clone_init(&pidfd);
     if (pid < 0) {
         fprintf(stderr, "rootbound supervisor: clone3 (new namespaces): %s\n", strerror(errno));
         return -1;
@@ -418,9 +425,7 @@ static int trial(void) {
         pid_t x = fork();
         if (x < 0) confine_error("fork");
         if (x == 0) {
-            if (as_uid >= 0) become_user();
-            drop_caps(1U << CAP_DAC_READ_SEARCH);
-            if (filter_len) set_filter(filter, filter_len);
+            confine_command();
             _exit(0);
         }
         int status = 0;
