@@ -334,7 +334,7 @@ class Rootbound(Adapter):
         super().__init__(cache, fx)
         self.sandbox = sandbox
         self.unprivileged = unprivileged
-        self.home = cache
+        self.home = cache  # where its config lies (a folder nobody can reach, for the unprivileged variant)
         if sandbox is not None:
             self.key, self.label = f"rootbound-{sandbox}", f"rootbound, sandbox: {sandbox}"
             self.variant_of, self.only = "rootbound", frozenset({"echo"})
@@ -361,7 +361,7 @@ class Rootbound(Adapter):
             for path in (self.home, root):
                 os.chown(path, NOBODY, NOBODY)
             self.argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *self.argv]
-        self.config = (self.home if self.unprivileged else self.cache) / f"{self.key}.yaml"
+        self.config = self.home / f"{self.key}.yaml"
         self.config.write_text(json.dumps({"roots": [{"name": "bench", "path": str(root)}],
                                            "commands": commands}))  # JSON is YAML
         self.config.chmod(0o644)
