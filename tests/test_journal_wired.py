@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 import yaml
 from mcp import Client, StdioServerParameters
@@ -141,6 +143,30 @@ async def test_a_command_shows_in_the_history_between_two_changes(servers: Comma
     assert len(lines) == 3
     assert "write_file" in lines[0] and "write_file" in lines[2]
     assert "$ touch made-by-command" in lines[1] and "not journaled" in lines[1]
+
+
+async def test_a_command_answers_while_another_process_holds_the_journal(servers: CommandServers,
+                                                                         tmp_path: Path) -> None:
+    """A command's note is written off the answer's path: a journal that another process holds locked (an undo
+    from the command line, say) does not hold up the command's result, as SQLite's 30 s busy wait once did. The
+    note still lands, in its place in the timeline."""
+    ws = tmp_path / "workspace"
+    h = await servers({"allowed": ["echo"]}, roots={"workspace": ws}, journal={"dir": str(tmp_path / "journal")})
+    await h.ok("write_file", root="workspace", path="a.txt", content="1\n")
+    (db_path,) = (tmp_path / "journal").glob("*/journal.db")
+    other = sqlite3.connect(db_path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # the write lock, held as a long transaction holds it
+    try:
+        with anyio.fail_after(10):  # the busy wait is 30 s
+            result = await h.call("execute_command", command="echo hi", root="workspace")
+        assert not result.is_error and "hi" in text_of(result), text_of(result)
+    finally:
+        other.execute("COMMIT")
+        other.close()
+    await h.ok("write_file", root="workspace", path="a.txt", content="2\n")
+    lines = history(cli_config(tmp_path, {"workspace": ws}))
+    assert len(lines) == 3, lines
+    assert "$ echo hi" in lines[1]
 
 
 # -- the agent's tools: history and undo, each connection its own changes only ------------------------------------

@@ -43,7 +43,7 @@ class Recorder(Protocol):
 
     def note_command(self, *, root: RootRef, tool: str, command: str, cwd: str, exit_code: int | None,
                      connection: str | None = None, client: str | None = None, duration: float | None = None,
-                     started: float | None = None) -> str: ...
+                     started: float | None = None, later: bool = False) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -70,13 +70,15 @@ def attributed(journal: Recorder | None, tool: str, connection: str | None, clie
 def note_command(root: RootRef, cwd: str, command: str, exit_code: int | None, duration: float, started: float
                  ) -> None:
     """Put the audit record of a command that ran in `root` (cwd: root-relative) in the journal's timeline, for the
-    current call; its effects are not journaled. Never fails the command: a failure is logged."""
+    current call; its effects are not journaled. Never fails the command: a failure is logged. Written off the
+    answer's path (`later`): the caller waits for no SQLite transaction."""
     who = _current.get()
     if who is None:
         return
     try:
         who.journal.note_command(root=root, tool=who.tool, command=command, cwd=cwd, exit_code=exit_code,
-                                 connection=who.connection, client=who.client, duration=duration, started=started)
+                                 connection=who.connection, client=who.client, duration=duration, started=started,
+                                 later=True)
     except Exception as exc:
         log.warning("journal could not record a command", extra={"error": str(exc)[:200]})
 

@@ -34,7 +34,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final
 
 from rootbound.journal.blobs import Blobs
-from rootbound.journal.model import Entry, PathRecord, paths_text
+from rootbound.journal.model import Entry, PathRecord, new_id, paths_text
+from rootbound.logs import log
 
 __all__ = ["Store", "store_dir_name"]
 
@@ -100,6 +101,11 @@ class Store:
                                   check_same_thread=False, timeout=30.0)
         self.db.row_factory = sqlite3.Row
         self.mutex = threading.RLock()
+        # Entries that may wait (a command's note, off the answer's path): written by the journal's note thread
+        # (`write_later`), or first thing by any other use of the database, so that no reader misses one.
+        self._later: list[Entry] = []
+        self._later_lock = threading.Lock()
+        self._closed = False
         with self.mutex:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
@@ -113,6 +119,8 @@ class Store:
 
     def close(self) -> None:
         with self.mutex:
+            self._write_later()
+            self._closed = True
             self.db.close()
         self.blobs.close()
 
@@ -123,6 +131,7 @@ class Store:
             if self.db.in_transaction:  # nested: part of the enclosing transaction
                 yield self.db
                 return
+            self._write_later()
             self.db.execute("BEGIN IMMEDIATE")
             try:
                 yield self.db
@@ -133,17 +142,31 @@ class Store:
 
     def query(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
         with self.mutex:
+            self._write_later()
             return self.db.execute(sql, args).fetchall()
 
     # -- writing -------------------------------------------------------------------------------
 
     def has_blob(self, digest: str) -> bool:
         with self.mutex:
+            self._write_later()
             return self.db.execute("SELECT 1 FROM blobs WHERE hash = ?", (digest,)).fetchone() is not None
 
     def insert(self, entry: Entry, writer: str | None, blobs: Iterable[tuple[str, int, int, str]] = (),
                refs: Iterable[str] = ()) -> None:
-        """Add an entry with its paths, the blobs it stored (hash, size, stored, codec) and the blobs it needs."""
+        """Add an entry with its paths, the blobs it stored (hash, size, stored, codec) and the blobs it needs,
+        drawing a new id for it if another process took this one in the same millisecond."""
+        blobs, refs = list(blobs), set(refs)
+        for _ in range(8):
+            try:
+                self._insert(entry, writer, blobs, refs)
+                return
+            except sqlite3.IntegrityError:
+                entry.id = new_id(entry.time)
+        raise RuntimeError("could not draw a unique journal id")
+
+    def _insert(self, entry: Entry, writer: str | None, blobs: list[tuple[str, int, int, str]], refs: set[str]
+                ) -> None:
         now = time.time()
         with self.transaction() as db:
             db.executemany("INSERT OR IGNORE INTO blobs VALUES (?, ?, ?, ?, ?)",
@@ -157,7 +180,29 @@ class Store:
             db.executemany("INSERT INTO paths VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                            [(entry.id, seq, p.root, p.root_path, p.path, p.kind, int(p.kept),
                              json.dumps(p.before, ensure_ascii=False), p.after) for seq, p in enumerate(entry.paths)])
-            db.executemany("INSERT OR IGNORE INTO refs VALUES (?, ?)", [(entry.id, h) for h in set(refs)])
+            db.executemany("INSERT OR IGNORE INTO refs VALUES (?, ?)", [(entry.id, h) for h in refs])
+
+    def insert_later(self, entry: Entry) -> None:
+        """Queue an entry with no paths, blobs or writer (a command's note) for `write_later`; its id, drawn
+        already, keeps its place in the timeline."""
+        with self._later_lock:
+            self._later.append(entry)
+
+    def write_later(self) -> None:
+        """Write the entries `insert_later` queued."""
+        with self.mutex:
+            self._write_later()
+
+    def _write_later(self) -> None:
+        # (The mutex is held.) Taken from the queue first: the inserts' own transactions find it empty.
+        with self._later_lock:
+            waiting, self._later = self._later, []
+        if waiting and not self._closed:
+            for entry in waiting:
+                try:
+                    self.insert(entry, None)
+                except Exception as exc:  # a note never fails what comes after it (as it never failed its command)
+                    log.warning("journal could not record a command", extra={"error": str(exc)[:200]})
 
     def exists(self, entry_id: str) -> bool:
         return bool(self.query("SELECT 1 FROM entries WHERE id = ?", (entry_id,)))
@@ -197,6 +242,7 @@ class Store:
         if limit is not None:
             chosen += f" LIMIT {int(limit)}"
         with self.mutex:  # one snapshot for both queries
+            self._write_later()
             self.db.execute("BEGIN")
             try:
                 cursor = self.db.execute(chosen, args)
@@ -229,6 +275,7 @@ class Store:
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         with self.mutex:
+            self._write_later()
             cursor = self.db.execute(sql, args)
             cursor.row_factory = None
             return cursor.fetchall()
