@@ -106,6 +106,22 @@ async def test_missing_protected_paths_created_by_a_command_are_removed(servers:
     assert sorted(os.listdir(ws)) == [".env", "src"]
 
 
+async def test_every_protected_file_made_in_one_folder_is_removed(servers: CommandServers, tmp_path: Path) -> None:
+    """Rules that pass through one folder are walked and swept together (one look at a missing folder tells for
+    all of them): each protected file a command makes there goes, what is not protected stays, in a folder that
+    was missing and in one that was there."""
+    ws = tmp_path / "workspace"
+    (ws / ".vscode").mkdir(parents=True)
+    h = await servers({"allowed": "*", "sandbox": "bwrap"})
+    got = await h.ok("shell", command="mkdir .claude && for f in settings.json settings.local.json notes.md; do "
+                     "echo x > .claude/$f; done && for f in tasks.json settings.json keep.md; do echo y > .vscode/$f; "
+                     "done", root="workspace")
+    assert sorted(got["removed"]) == ["workspace:.claude/settings.json", "workspace:.claude/settings.local.json",
+                                      "workspace:.vscode/settings.json", "workspace:.vscode/tasks.json"], got
+    assert os.listdir(ws / ".claude") == ["notes.md"]
+    assert os.listdir(ws / ".vscode") == ["keep.md"]
+
+
 async def test_a_protected_file_a_command_creates_is_removed_and_reported(servers: CommandServers,
                                                                          tmp_path: Path) -> None:
     ws, audit = tmp_path / "workspace", tmp_path / "audit.jsonl"

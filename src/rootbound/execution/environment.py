@@ -94,9 +94,9 @@ def build_env(policy: CommandPolicy, extra: Mapping[str, str] | None, cwd_path: 
     """The complete environment for one command."""
     config = policy.config
     source = os.environ if server_env is None else server_env
-    keep = (*BASE_PASSTHROUGH, *config.env_passthrough)
-    secret = (*ALWAYS_SECRET, *config.secret_env)
-    env = {k: v for k, v in source.items() if _matches(k, keep) and not _matches(k, secret)}
+    keep = _pattern((*BASE_PASSTHROUGH, *config.env_passthrough))
+    secret = _pattern((*ALWAYS_SECRET, *config.secret_env))
+    env = {k: v for k, v in source.items() if keep.match(k) is not None and secret.match(k) is None}
     env["PATH"] = policy.path_env
     for name, value in (extra or {}).items():
         if not _NAME.match(name):

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import functools
 import os
 import stat
 import threading
@@ -96,11 +97,15 @@ class Guards:
     _uncount: weakref.finalize[[list[tuple[str, tuple[str, ...]]]], Guards] | None = field(
         default=None, init=False, repr=False)
 
-    def note_missing(self, root: Root, parts: tuple[str, ...], existed: int) -> None:
+    def note_missing(self, root: Root, paths: Sequence[tuple[tuple[str, ...], int]]) -> None:
+        """`paths` of `root` were missing: each its components and how many of them existed."""
+        if not paths:
+            return
         if root.real_path not in self.handles:
             self.handles[root.real_path] = os.dup(root.handle())
-        self.missing.append((root, parts, existed))
-        levels = [(root.real_path, parts[:k]) for k in range(existed + 1, len(parts) + 1)]  # each missing level
+        self.missing.extend((root, parts, existed) for parts, existed in paths)
+        # each missing level
+        levels = [(root.real_path, parts[:k]) for parts, existed in paths for k in range(existed + 1, len(parts) + 1)]
         with _LOCK:
             _MISSING.update(levels)
             self._counted.extend(levels)
@@ -133,9 +138,21 @@ class Guards:
         """Remove what now exists at the paths that were missing (run once the command's processes are gone);
         return them as `root:path`."""
         removed: list[str] = []
+        absent: dict[tuple[str, tuple[str, ...]], bool] = {}
         for root, parts, existed in self.missing:
+            handle = self.handles[root.real_path]
+            # Most stay missing: one lstat of the first missing level, shared by the rules below it, tells. (What
+            # the walk below would remove lies at or beneath that level, reached through real directories, which
+            # the lstat resolves the same way.)
+            first = parts[:existed + 1]
+            if not any(_GLOB & set(c) for c in first):
+                key = (root.real_path, first)
+                if key not in absent:
+                    absent[key] = _absent(handle, first)
+                if absent[key]:
+                    continue
             with contextlib.suppress(OSError):
-                _sweep(self.handles[root.real_path], (), list(parts), existed, removed, root.name)
+                _sweep(handle, (), list(parts), existed, removed, root.name)
         return list(dict.fromkeys(removed))
 
 
@@ -205,67 +222,89 @@ def _link_error(root: Root, parts: tuple[str, ...]) -> GuardError:
                       "commands. Replace the link with what it points to, or remove it. Nothing was run")
 
 
-def _walk(root: Root, guards: Guards, parent: int, done: tuple[str, ...], comps: list[str],
-          stop: Collection[tuple[int, int]]) -> None:
-    comp, rest = comps[0], comps[1:]
-    for name in _expand(parent, comp):
-        here = (*done, name)
-        found = _open(parent, name)
-        if found is None:
-            if not _GLOB & set(comp):
-                guards.note_missing(root, (*here, *rest), len(done))
-            continue
-        fd, st = found
-        if stat.S_ISLNK(st.st_mode):
-            os.close(fd)
-            raise _link_error(root, here)
-        if _missing_for_a_running_command(root, here):
-            os.close(fd)
-            guards.note_missing(root, (*here, *rest), len(done))
-            continue
-        if (st.st_dev, st.st_ino) in stop:
-            os.close(fd)  # another root nested here: it keeps its own mode (a read-only one stays read-only)
-            continue
-        on_the_way = bool(rest) and stat.S_ISDIR(st.st_mode)
-        # A non-directory where a directory is expected (a worktree's `.git` file) is frozen itself.
-        held = guards.add(Bind(fd, f"{root.real_path.rstrip('/')}/{'/'.join(here)}", writable=on_the_way))
-        if on_the_way:
-            _walk(root, guards, held, here, rest, stop)
+@dataclass
+class _Place:
+    """A place the rules name, in a tree of them (`_rule_tree`): each place is looked up once per command, however
+    many rules pass through it."""
+
+    children: dict[str, _Place] = field(default_factory=dict)  # by component (a glob too)
+    end: bool = False  # a rule ends here: what stands here is frozen
+    below: list[tuple[str, ...]] = field(default_factory=list)  # each rule from here down, this component first
+
+
+@functools.lru_cache(maxsize=16)
+def _rule_tree(rules: tuple[str, ...]) -> _Place:
+    """Git's redirection points and the enforceable `rules`, as a tree of places."""
+    top = _Place()
+    for comps in (*((".git", name) for name in GIT_ENTRIES), *filter(None, map(_components, rules))):
+        place = top
+        for depth, comp in enumerate(comps):
+            place = place.children.setdefault(comp, _Place())
+            if tuple(comps[depth:]) not in place.below:
+                place.below.append(tuple(comps[depth:]))
+        place.end = True
+    return top
+
+
+def _walk(root: Root, guards: Guards, parent: int, done: tuple[str, ...], place: _Place,
+          stop: Collection[tuple[int, int]], missing: list[tuple[tuple[str, ...], int]]) -> None:
+    for comp, child in place.children.items():
+        glob = bool(_GLOB & set(comp))
+        for name in _expand(parent, comp):
+            here = (*done, name)
+            found = _open(parent, name)
+            if found is None:
+                if not glob:  # (a glob freezes what matches; nothing is noted for no match)
+                    _note(missing, here, child)
+                continue
+            fd, st = found
+            if stat.S_ISLNK(st.st_mode):
+                os.close(fd)
+                raise _link_error(root, here)
+            if _missing_for_a_running_command(root, here):
+                os.close(fd)
+                _note(missing, here, child)
+                continue
+            if (st.st_dev, st.st_ino) in stop:
+                os.close(fd)  # another root nested here: it keeps its own mode (a read-only one stays read-only)
+                continue
+            deeper = bool(child.children) and stat.S_ISDIR(st.st_mode)
+            # Kept (bound read-write) on the way to a rule's end; frozen where one ends, and where a non-directory
+            # stands where a directory is expected (a worktree's `.git` file).
+            held = guards.add(Bind(fd, f"{root.real_path.rstrip('/')}/{'/'.join(here)}",
+                                   writable=deeper and not child.end))
+            if deeper:
+                _walk(root, guards, held, here, child, stop, missing)
+
+
+def _note(missing: list[tuple[tuple[str, ...], int]], here: tuple[str, ...], place: _Place) -> None:
+    """Every rule through `here`, which is missing (or counts as missing): what a command makes there is removed.
+    A missing `.git` is removed whole, whatever is made in it."""
+    if here == (".git",):
+        missing.append((here, 0))
+        return
+    missing.extend(((*here, *rule[1:]), len(here) - 1) for rule in place.below)
 
 
 def guard_root(root: Root, rules: Sequence[str], guards: Guards, *, stop: Collection[tuple[int, int]] = ()) -> None:
     """Add the binds guarding git's redirection points and `rules` at the top of the writable `root` to `guards`.
 
     `stop`: (st_dev, st_ino) of the other roots, where the walk ends. Raises `GuardError` for a symbolic link.
+    Git's redirection points: the `.git` entry (a directory is kept, a `.git` file frozen) and, in a `.git`
+    directory, `GIT_ENTRIES`; a missing `.git` is removed whole if a command makes one.
     """
-    if _open_git(root, guards):
-        for name in GIT_ENTRIES:
-            _walk(root, guards, root.handle(), (), [".git", name], stop)
-    for rule in rules:
-        comps = _components(rule)
-        if comps is not None:
-            _walk(root, guards, root.handle(), (), comps, stop)
+    missing: list[tuple[tuple[str, ...], int]] = []
+    _walk(root, guards, root.handle(), (), _rule_tree(tuple(rules)), stop, missing)
+    guards.note_missing(root, missing)
 
 
-def _open_git(root: Root, guards: Guards) -> bool:
-    """True when `.git` is a directory to look into. A missing one is recorded (removed whole if a command makes
-    one), anything else frozen (a worktree's `.git` file), a symlink refused."""
-    found = _open(root.handle(), ".git")
-    if found is None:
-        guards.note_missing(root, (".git",), 0)
-        return False
-    fd, st = found
-    if stat.S_ISLNK(st.st_mode):
-        os.close(fd)
-        raise _link_error(root, (".git",))
-    if _missing_for_a_running_command(root, (".git",)):
-        os.close(fd)
-        guards.note_missing(root, (".git",), 0)
-        return False
-    if stat.S_ISDIR(st.st_mode):
-        os.close(fd)  # (the walks of its entries keep it)
+def _absent(handle: int, parts: tuple[str, ...]) -> bool:
+    try:
+        os.stat("/".join(parts), dir_fd=handle, follow_symlinks=False)
+    except (FileNotFoundError, NotADirectoryError):
         return True
-    guards.add(Bind(fd, f"{root.real_path.rstrip('/')}/.git", writable=False))
+    except OSError:
+        return False  # (the walk decides)
     return False
 
 
