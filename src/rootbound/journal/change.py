@@ -39,11 +39,11 @@ import atexit
 import contextlib
 import fcntl
 import os
+import queue
 import secrets
 import threading
 import time
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final, Protocol
@@ -95,7 +95,9 @@ class Journal:
         self._lock = threading.Lock()
         self._writer: tuple[str, int] | None = None
         self.after_commit: list[Any] = []  # callables run after each commit (retention's trigger)
-        self._notes: ThreadPoolExecutor | None = None  # writes commands' notes (note_command(later=True))
+        # The note thread: writes the stores handed to it (note_command(later=True)); None ends it.
+        self._notes: queue.SimpleQueue[Store | None] | None = None
+        self._note_thread: threading.Thread | None = None
 
     def store(self, root_path: str) -> Store:
         with self._lock:
@@ -144,15 +146,18 @@ class Journal:
         store = self.store(root.real_path)
         if later:
             store.insert_later(entry)
-            self._note_writer().submit(store.write_later)
+            self._note_queue().put(store)
         else:
             store.insert(entry, None)
         return entry.id
 
-    def _note_writer(self) -> ThreadPoolExecutor:
+    def _note_queue(self) -> queue.SimpleQueue[Store | None]:
         with self._lock:
-            if self._notes is None:
-                self._notes = ThreadPoolExecutor(1, thread_name_prefix="rootbound-journal-notes")
+            if self._notes is None:  # (a thread of its own, not an executor: a put costs a microsecond, not 50)
+                self._notes = queue.SimpleQueue()
+                self._note_thread = threading.Thread(target=_write_notes, args=(self._notes,),
+                                                     name="rootbound-journal-notes", daemon=True)
+                self._note_thread.start()
             return self._notes
 
     def close(self) -> None:
@@ -161,13 +166,19 @@ class Journal:
             if stop is not None:
                 stop()
         with self._lock:
-            notes, self._notes = self._notes, None
-        if notes is not None:
-            notes.shutdown(wait=True)
+            notes, thread, self._notes, self._note_thread = self._notes, self._note_thread, None, None
+        if notes is not None and thread is not None:
+            notes.put(None)
+            thread.join()
         with self._lock:
             for store in self._stores.values():
                 store.close()
             self._stores.clear()
+
+
+def _write_notes(stores: queue.SimpleQueue[Store | None]) -> None:
+    while (store := stores.get()) is not None:
+        store.write_later()  # (it logs what it cannot write)
 
 
 def _drop_writer(path: str, fd: int) -> None:
