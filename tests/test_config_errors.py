@@ -64,6 +64,10 @@ CASES = [
                  ["'git status' is not a program name (names have no spaces); the list is comma-separated: "
                   "ALLOWED_COMMANDS=git,status, --allow-commands git,status, or in YAML allowed: [git, status]"],
                  id="command-line-as-program"),
+    # (the commands' sandbox would bind the root's parent read-write on the way to it)
+    pytest.param(ROOT + "protected_paths: ['../secrets']\n",
+                 ["protected_paths entry '../secrets' has a '..' component: entries are globs relative to each root"],
+                 id="protected-path-outside-the-root"),
 ]
 
 

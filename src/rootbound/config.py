@@ -258,6 +258,18 @@ class Config(_Strict):
     def _origins(cls, entries: list[str]) -> list[str]:
         return [hosts.check_origin(e) for e in entries]
 
+    @field_validator("protected_paths")
+    @classmethod
+    def _protected(cls, entries: list[str]) -> list[str]:
+        # A rule is root-relative: `..` would name the root's parent, which no file tool path ever matches, and
+        # which the commands' sandbox would bind (a directory on the way to the rule is bound read-write).
+        for entry in entries:
+            if ".." in entry.replace("\\", "/").split("/"):
+                raise ValueError(f"protected_paths entry {entry!r} has a '..' component: entries are globs relative "
+                                 "to each root (e.g. 'secrets/**'); a path outside the roots needs no rule, since "
+                                 "no tool reaches it")
+        return entries
+
     @model_validator(mode="after")
     def _roots(self) -> Config:
         if not self.roots:

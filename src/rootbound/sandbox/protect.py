@@ -186,7 +186,7 @@ def _components(rule: str) -> list[str] | None:
     comps = [c for c in rule.strip("/").split("/") if c not in ("", ".")]
     if comps and comps[-1] == "**":
         comps = comps[:-1]
-    if not comps or "**" in comps:
+    if not comps or "**" in comps or ".." in comps:  # (config refuses `..`: a walk must never leave the root)
         return None
     return comps
 
