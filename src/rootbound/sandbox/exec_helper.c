@@ -240,6 +240,14 @@ static void switch_user(const char *item) {
     if (setresuid((uid_t)uid, (uid_t)uid, (uid_t)uid)) confine_error("setresuid");
 }
 
+/* The bounding set, where this process may empty it (a root server's commands under Landlock alone): no_new_privs
+ * already keeps an exec from granting anything, so this is belt and braces, and `CapBnd: 0` says so at a glance.
+ * Without CAP_SETPCAP (a non-root server, inside bubblewrap) the first drop fails and it stays as it is. */
+static void drop_bounding_set(void) {
+    for (int c = 0; c < 64; c++)
+        if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0)) break; /* EINVAL past the last capability, EPERM without SETPCAP */
+}
+
 static void drop_capabilities(void) {
     struct cap_header header = {CAP_VERSION_3, 0};
     struct cap_data data[2];
@@ -343,6 +351,7 @@ int main(int argc, char **argv) {
     }
     /* Built before the user switch: the rules' paths are opened with the launcher's permissions. */
     int ruleset = abi ? build_ruleset(abi, network, &rules) : -1;
+    drop_bounding_set(); /* (before the user switch takes CAP_SETPCAP away) */
     if (user) switch_user(user);
     drop_capabilities();
     for (int k = 0; k < nhome; k++) make_home(home[k]);
