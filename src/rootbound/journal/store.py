@@ -194,15 +194,17 @@ class Store:
             self._write_later()
 
     def _write_later(self) -> None:
-        # (The mutex is held.) Taken from the queue first: the inserts' own transactions find it empty.
+        # (The mutex is held.) Each in a transaction of its own, never inside another's (whose rollback would take
+        # it along); taken from the queue first, so the inserts' own transactions find it empty.
+        if self._closed or self.db.in_transaction:
+            return
         with self._later_lock:
             waiting, self._later = self._later, []
-        if waiting and not self._closed:
-            for entry in waiting:
-                try:
-                    self.insert(entry, None)
-                except Exception as exc:  # a note never fails what comes after it (as it never failed its command)
-                    log.warning("journal could not record a command", extra={"error": str(exc)[:200]})
+        for entry in waiting:
+            try:
+                self.insert(entry, None)
+            except Exception as exc:  # a note never fails what comes after it (as it never failed its command)
+                log.warning("journal could not record a command", extra={"error": str(exc)[:200]})
 
     def exists(self, entry_id: str) -> bool:
         return bool(self.query("SELECT 1 FROM entries WHERE id = ?", (entry_id,)))
