@@ -122,6 +122,23 @@ async def test_every_protected_file_made_in_one_folder_is_removed(servers: Comma
     assert os.listdir(ws / ".vscode") == ["keep.md"]
 
 
+async def test_folder_names_with_glob_characters_are_swept_as_names(servers: CommandServers, tmp_path: Path) -> None:
+    """A rule with a wildcard before its last part (`cfg*/settings.json`) matches folders by pattern once, at the
+    walk; the sweep then looks at the folders it found by their names. Before, it matched them as patterns again:
+    `cfg[1]/settings.json` made by a command outlived it (`cfg[1]` as a pattern is `cfg1`), and one made in a
+    folder named `cfg*` took the user's own `cfgA/settings.json` with it."""
+    ws = tmp_path / "workspace"
+    for folder in ("cfg[1]", "cfg*", "cfgA"):
+        (ws / folder).mkdir(parents=True)
+    (ws / "cfgA" / "settings.json").write_text("the user's\n")
+    h = await servers({"allowed": "*", "sandbox": "bwrap"}, protected_paths=["cfg*/settings.json"])
+    got = await h.ok("shell", command="echo x > 'cfg[1]/settings.json'; echo y > 'cfg*/settings.json'",
+                     root="workspace")
+    assert sorted(got["removed"]) == ["workspace:cfg*/settings.json", "workspace:cfg[1]/settings.json"], got
+    assert sorted(p.name for p in ws.rglob("*")) == ["cfg*", "cfgA", "cfg[1]", "settings.json"]
+    assert (ws / "cfgA" / "settings.json").read_text() == "the user's\n"
+
+
 async def test_a_protected_file_a_command_creates_is_removed_and_reported(servers: CommandServers,
                                                                          tmp_path: Path) -> None:
     ws, audit = tmp_path / "workspace", tmp_path / "audit.jsonl"

@@ -141,16 +141,14 @@ class Guards:
         absent: dict[tuple[str, tuple[str, ...]], bool] = {}
         for root, parts, existed in self.missing:
             handle = self.handles[root.real_path]
-            # Most stay missing: one lstat of the first missing level, shared by the rules below it, tells. (What
+            # Most stay missing: one look at the first missing level, shared by the rules below it, tells. (What
             # the walk below would remove lies at or beneath that level, reached through real directories, which
-            # the lstat resolves the same way.)
-            first = parts[:existed + 1]
-            if not any(_GLOB & set(c) for c in first):
-                key = (root.real_path, first)
-                if key not in absent:
-                    absent[key] = _absent(handle, first)
-                if absent[key]:
-                    continue
+            # `_absent` walks the same way.)
+            key = (root.real_path, parts[:existed + 1])
+            if key not in absent:
+                absent[key] = _absent(handle, key[1])
+            if absent[key]:
+                continue
             with contextlib.suppress(OSError):
                 _sweep(handle, (), list(parts), existed, removed, root.name)
         return list(dict.fromkeys(removed))
@@ -299,19 +297,31 @@ def guard_root(root: Root, rules: Sequence[str], guards: Guards, *, stop: Collec
 
 
 def _absent(handle: int, parts: tuple[str, ...]) -> bool:
+    """Is nothing at `parts` (the levels before the last existed when the command started)? Each level is entered
+    without following a link: where one is no longer a directory, the sweep's walk would remove nothing below it
+    either (it is not the command's doing), and nothing outside the root is ever looked at."""
+    fds: list[int] = []
     try:
-        os.stat("/".join(parts), dir_fd=handle, follow_symlinks=False)
+        for name in parts[:-1]:
+            fds.append(os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                               dir_fd=fds[-1] if fds else handle))
+        os.stat(parts[-1], dir_fd=fds[-1] if fds else handle, follow_symlinks=False)
     except (FileNotFoundError, NotADirectoryError):
         return True
     except OSError:
         return False  # (the walk decides)
+    finally:
+        for fd in fds:
+            os.close(fd)
     return False
 
 
 def _sweep(parent: int, done: tuple[str, ...], comps: list[str], existed: int, removed: list[str],
            root_name: str) -> None:
     comp, rest = comps[0], comps[1:]
-    for name in _expand(parent, comp):
+    # Up to the first missing level the components are names the walk found (or a rule's literal ones): matched as
+    # they are, never as patterns (a folder named `cfg[1]` is not `cfg1`; one named `cfg*` is not every `cfg…`).
+    for name in [comp] if len(done) <= existed else _expand(parent, comp):
         try:
             st = os.stat(name, dir_fd=parent, follow_symlinks=False)
         except (FileNotFoundError, NotADirectoryError):
