@@ -248,7 +248,7 @@ static void on_term(int sig, siginfo_t *info, void *context) {
 }
 
 /* The mounts of a command's own: a fresh /tmp, /proc, /dev/shm and /dev/pts. (Its namespace's copies of the
- * supervisor's mounts are private already, as main made them: no mount made here reaches another namespace.) */
+ * supervisor's mounts are slaves, as main made them: no mount made here reaches another namespace.) */
 static void own_mounts(void) {
     fresh_tmp();
     fresh_proc();
@@ -478,11 +478,13 @@ int main(int argc, char **argv) {
     term_slots = mmap(NULL, sizeof(int) * MAXRUN, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (term_slots == MAP_FAILED) return 1;
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); /* no ptrace of, nor /proc/PID/mem on, the supervisor */
-    /* Private once, here, not in each command's namespace (a recursive walk of every mount, ~0.1-0.5 ms a command):
-     * a new mount namespace copies each mount with its propagation, so a private one stays private in every
-     * command's copy. The supervisor mounts nothing after this. */
-    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)) {
-        fprintf(stderr, "rootbound supervisor: making the mounts private: %s\n", strerror(errno));
+    /* Receive-only, once, here, not in each command's namespace (a recursive walk of every mount per command): a
+     * new mount namespace copies each mount with its propagation, so every command's copy is a slave too. Nothing
+     * a command's namespace mounts reaches the supervisor's or another command's; what the host mounts or unmounts
+     * under a root still reaches them all, as under a bubblewrap per command (bubblewrap makes its mounts slaves).
+     * The supervisor mounts nothing after this. */
+    if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL)) {
+        fprintf(stderr, "rootbound supervisor: making the mounts receive-only: %s\n", strerror(errno));
         return 1;
     }
     if (trial()) return 1;
