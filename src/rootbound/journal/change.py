@@ -59,6 +59,7 @@ from rootbound.logs import log
 __all__ = ["Change", "Journal", "RootRef"]
 
 _WRITERS: Final = "writers"
+_NOTE_RETRY: Final = 0.25  # seconds between tries at a journal another process holds locked
 
 
 class RootRef(Protocol):
@@ -98,6 +99,7 @@ class Journal:
         # The note thread: writes the stores handed to it (note_command(later=True)); None ends it.
         self._notes: queue.SimpleQueue[Store | None] | None = None
         self._note_thread: threading.Thread | None = None
+        self._closed = False
 
     def store(self, root_path: str) -> Store:
         with self._lock:
@@ -137,14 +139,16 @@ class Journal:
         """Put a command's audit record in the timeline of `root` (its effects are not journaled). Returns the id.
 
         `cwd` is the working directory relative to the root ("." for the root itself). `later`: written by the
-        journal's note thread, off the caller's path (an SQLite transaction, ~0.4 ms, after every command); it
-        keeps its place in the timeline, and any read of the journal in this process writes it first."""
+        journal's note thread, off the caller's path (an SQLite transaction, ~0.4 ms, after every command; up to
+        30 s when another process holds the journal); it keeps its place in the timeline, any read of the journal
+        in this process writes it first, and the id returned is redrawn in the rare clash with another process's
+        entry of the same millisecond. Once the journal is closed, notes are written at once."""
         when = time.time() if started is None else started
         entry = Entry(id=new_id(when), time=when, tool=tool, root=root.name, root_path=root.real_path,
                       connection=connection, client=client, status=RAN, kind=COMMAND,
                       note={"command": command, "cwd": cwd, "exit_code": exit_code, "duration": duration})
         store = self.store(root.real_path)
-        if later:
+        if later and not self._closed:
             store.insert_later(entry)
             self._note_queue().put(store)
         else:
@@ -166,6 +170,7 @@ class Journal:
             if stop is not None:
                 stop()
         with self._lock:
+            self._closed = True
             notes, thread, self._notes, self._note_thread = self._notes, self._note_thread, None, None
         if notes is not None and thread is not None:
             notes.put(None)
@@ -178,7 +183,9 @@ class Journal:
 
 def _write_notes(stores: queue.SimpleQueue[Store | None]) -> None:
     while (store := stores.get()) is not None:
-        store.write_later()  # (it logs what it cannot write)
+        if not store.write_later():  # another process holds the journal locked: again in a moment, after the rest
+            time.sleep(_NOTE_RETRY)
+            stores.put(store)
 
 
 def _drop_writer(path: str, fd: int) -> None:

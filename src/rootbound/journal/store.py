@@ -79,6 +79,8 @@ CREATE TABLE IF NOT EXISTS refs(entry TEXT NOT NULL, hash TEXT NOT NULL, PRIMARY
 CREATE INDEX IF NOT EXISTS refs_hash ON refs(hash);
 """
 _VERSION: Final = "1"
+BUSY_TIMEOUT_MS: Final = 30_000  # how long a write waits for another process's transaction (SQLite's busy timeout)
+NOTE_WAIT_MS: Final = 100  # the same for a command's note, written later (see Store._write_later)
 
 
 def store_dir_name(root_path: str) -> str:
@@ -98,13 +100,14 @@ class Store:
         self.lock_path = os.path.join(self.dir, "lock")
         self.blobs = Blobs(os.path.join(self.dir, "blobs"))
         self.db = sqlite3.connect(os.path.join(self.dir, "journal.db"), isolation_level=None,
-                                  check_same_thread=False, timeout=30.0)
+                                  check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
         self.db.row_factory = sqlite3.Row
         self.mutex = threading.RLock()
         # Entries that may wait (a command's note, off the answer's path): written by the journal's note thread
         # (`write_later`), or first thing by any other use of the database, so that no reader misses one.
         self._later: list[Entry] = []
         self._later_lock = threading.Lock()
+        self._flushing = False
         self._closed = False
         with self.mutex:
             self.db.execute("PRAGMA journal_mode=WAL")
@@ -120,7 +123,12 @@ class Store:
     def close(self) -> None:
         with self.mutex:
             self._write_later()
-            self._closed = True
+            with self._later_lock:
+                self._closed = True
+                lost, self._later = len(self._later), []
+            if lost:
+                log.warning("journal closed while another process held it locked: commands were not recorded",
+                            extra={"count": lost})
             self.db.close()
         self.blobs.close()
 
@@ -186,25 +194,46 @@ class Store:
         """Queue an entry with no paths, blobs or writer (a command's note) for `write_later`; its id, drawn
         already, keeps its place in the timeline."""
         with self._later_lock:
+            if self._closed:
+                log.warning("journal closed: a command was not recorded", extra={"entry": entry.id})
+                return
             self._later.append(entry)
 
-    def write_later(self) -> None:
-        """Write the entries `insert_later` queued."""
+    def write_later(self) -> bool:
+        """Write the entries `insert_later` queued; False when some must wait (another process holds the journal
+        locked: try again later)."""
         with self.mutex:
-            self._write_later()
+            return self._write_later()
 
-    def _write_later(self) -> None:
+    def _write_later(self) -> bool:
         # (The mutex is held.) Each in a transaction of its own, never inside another's (whose rollback would take
-        # it along); taken from the queue first, so the inserts' own transactions find it empty.
-        if self._closed or self.db.in_transaction:
-            return
+        # it along) nor from within one of these inserts (`_flushing`). A journal another process holds locked is
+        # waited for NOTE_WAIT_MS, not the 30 s busy timeout: every reader of this store writes the queue first, and
+        # must not wait that long; what could not be written goes back, in order, for the next try.
+        if self._closed or self._flushing or self.db.in_transaction:
+            return True
         with self._later_lock:
             waiting, self._later = self._later, []
-        for entry in waiting:
-            try:
-                self.insert(entry, None)
-            except Exception as exc:  # a note never fails what comes after it (as it never failed its command)
-                log.warning("journal could not record a command", extra={"error": str(exc)[:200]})
+        if not waiting:
+            return True
+        self._flushing = True
+        self.db.execute(f"PRAGMA busy_timeout = {NOTE_WAIT_MS}")
+        try:
+            for k, entry in enumerate(waiting):
+                try:
+                    self.insert(entry, None)
+                except sqlite3.OperationalError as exc:
+                    if exc.sqlite_errorcode in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                        with self._later_lock:
+                            self._later[:0] = waiting[k:]
+                        return False
+                    log.warning("journal could not record a command", extra={"error": str(exc)[:200]})
+                except Exception as exc:  # a note never fails what comes after it (as it never failed its command)
+                    log.warning("journal could not record a command", extra={"error": str(exc)[:200]})
+        finally:
+            self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self._flushing = False
+        return True
 
     def exists(self, entry_id: str) -> bool:
         return bool(self.query("SELECT 1 FROM entries WHERE id = ?", (entry_id,)))
