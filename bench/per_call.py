@@ -10,7 +10,8 @@ bench/peers.py installs it into ~/.cache/rootbound-bench), it takes its turn too
 client, one call at a time, round-robin in one run; medians and p90s in ms, and each row's distance from the
 floor. Issue 18 item 2 wants all three at or under the reference server: the table shows how much of what is
 left is the SDK's (the floor) and how much is rootbound's (a write's fsync is not the reference's: it does not
-fsync).
+fsync). Each server's own CPU time per call (user + system, from /proc, summed over the run) is printed too:
+steadier than wall-clock medians on a shared machine.
 """
 
 from __future__ import annotations
@@ -58,15 +59,21 @@ async def run(rounds: int, reference: str | None, work: Path) -> None:
                      {"path": str(work / "files" / "ref.txt"), "content": content})]
     async with AsyncExitStack() as stack:
         sessions = []
+        pids: dict[str, int] = {}
         for label, argv, tool, args in servers:
             params = StdioServerParameters(command=argv[0], args=argv[1:])
             devnull = stack.enter_context(open(os.devnull, "w"))  # noqa: SIM115 - closed by the stack
+            before = _children()
             read, write = await stack.enter_async_context(stdio_client(params, errlog=devnull))
             session = await stack.enter_async_context(ClientSession(read, write))
             await session.initialize()
             sessions.append((label, session, tool, args))
+            pids[label] = min(_children() - before)
         times: dict[str, list[float]] = {label: [] for label, *_ in sessions}
+        cpu: dict[str, float] = {}
         for round_no in range(rounds + 30):
+            if round_no == 30:
+                cpu = {label: -_cpu_seconds(pid) for label, pid in pids.items()}
             for label, session, tool, args in sessions:
                 start = time.perf_counter()
                 result = await session.call_tool(tool, args)
@@ -74,14 +81,40 @@ async def run(rounds: int, reference: str | None, work: Path) -> None:
                 assert not result.is_error, (label, result)
                 if round_no >= 30:
                     times[label].append(elapsed)
+        for label, pid in pids.items():
+            cpu[label] += _cpu_seconds(pid)
     floor = statistics.median(times[servers[0][0]])
+    floor_cpu = cpu[servers[0][0]]
     print(f"load average {os.getloadavg()[0]:.2f}; {rounds} calls each, round-robin")
-    print(f"{'':34s} {'median ms':>10s} {'p90 ms':>8s} {'over floor':>11s}")
+    print(f"{'':34s} {'median ms':>10s} {'p90 ms':>8s} {'over floor':>11s} {'server CPU':>11s} {'over floor':>11s}")
     for label, samples in times.items():
         samples.sort()
         median = statistics.median(samples)
         print(f"{label:34s} {median * 1000:10.3f} {samples[int(len(samples) * 0.9)] * 1000:8.3f} "
-              f"{(median - floor) * 1000:+10.3f}")
+              f"{(median - floor) * 1000:+10.3f} {cpu[label] * 1000 / rounds:11.3f} "
+              f"{(cpu[label] - floor_cpu) * 1000 / rounds:+10.3f}")
+    print("server CPU: ms of the server process's user + system time per call over the whole run (clock ticks "
+          "summed, so steadier than the medians on a shared machine)")
+
+
+def _children() -> set[int]:
+    """This process's children (the servers stdio_client started)."""
+    me = str(os.getpid())
+    found = set()
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if pid.isdigit() and f.read().rsplit(")", 1)[1].split()[1] == me:
+                    found.add(int(pid))
+        except (OSError, IndexError):
+            continue
+    return found
+
+
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:
