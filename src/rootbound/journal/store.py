@@ -104,7 +104,7 @@ class Store:
         self.db.row_factory = sqlite3.Row
         self.mutex = threading.RLock()
         # Entries that may wait (a command's note, off the answer's path): written by the journal's note thread
-        # (`write_later`), or first thing by any other use of the database, so that no reader misses one.
+        # (`write_later`), or first thing by any transaction or read of entries, so that no reader misses one.
         self._later: list[Entry] = []
         self._later_lock = threading.Lock()
         self._flushing = False
@@ -156,8 +156,7 @@ class Store:
     # -- writing -------------------------------------------------------------------------------
 
     def has_blob(self, digest: str) -> bool:
-        with self.mutex:
-            self._write_later()
+        with self.mutex:  # (no queued note first: a note has no blob, and a change's capture is no place for it)
             return self.db.execute("SELECT 1 FROM blobs WHERE hash = ?", (digest,)).fetchone() is not None
 
     def insert(self, entry: Entry, writer: str | None, blobs: Iterable[tuple[str, int, int, str]] = (),
