@@ -7,11 +7,13 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from contextlib import nullcontext
 from contextvars import ContextVar
 from itertools import islice
-from typing import Any
+from typing import Any, TextIO
+
+from rootbound.scopes import scoped
 
 __all__ = ["VALUE_LIMIT", "attributed", "caller_fields", "configure_logging", "log", "log_tool_call", "shorten",
            "shorten_all"]
@@ -32,14 +34,9 @@ _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskN
 _caller: ContextVar[Mapping[str, str] | None] = ContextVar("rootbound_caller", default=None)
 
 
-@contextmanager
-def attributed(fields: Mapping[str, str]) -> Iterator[None]:
+def attributed(fields: Mapping[str, str]) -> scoped[Mapping[str, str] | None]:
     """Within this block, log lines carry `fields`: who is making the call."""
-    reset = _caller.set(fields)
-    try:
-        yield
-    finally:
-        _caller.reset(reset)
+    return scoped(_caller, fields)
 
 
 def caller_fields() -> Mapping[str, str]:
@@ -54,31 +51,34 @@ _encode = json.JSONEncoder(default=str, ensure_ascii=False).encode  # made once:
 class JsonFormatter(logging.Formatter):
     _second: tuple[int, str] = (-1, "")  # the last second formatted, and its text: one line per call asks again
 
-    def _stamp(self, record: logging.LogRecord) -> str:
+    def _stamp(self, created: float, msecs: float) -> str:
         second, text = self._second
-        if second != int(record.created):
-            second = int(record.created)
+        if second != int(created):
+            second = int(created)
             text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
             self._second = (second, text)
-        return f"{text}.{int(record.msecs):03d}Z"
+        return f"{text}.{int(msecs):03d}Z"
 
     def format(self, record: logging.LogRecord) -> str:
-        line: dict[str, Any] = {
-            "time": self._stamp(record),
-            "level": record.levelname,
-            "logger": record.name,
-            "msg": shorten(record.getMessage(), 2 * VALUE_LIMIT),
-        }
-        for key, value in vars(record).items():  # what came with `extra=`; a tool-call line's are all plain values
-            if key not in _STANDARD:
-                line[shorten(key)] = value if type(value) in _PLAIN else shorten_all(value)
-        for key, value in caller_fields().items():
-            line.setdefault(key, shorten(value))
+        line = self.line(record.created, record.msecs, record.levelname, record.name, record.getMessage(),
+                         {key: value for key, value in vars(record).items() if key not in _STANDARD}, _caller.get())
         if record.exc_info:
             # A traceback stays whole, but no line of it (an exception's message may quote input) runs long.
             line["exc"] = "\n".join(shorten(x, 2 * VALUE_LIMIT) for x in
                                     self.formatException(record.exc_info).splitlines())
         return _encode(line)
+
+    def line(self, created: float, msecs: float, level: str, logger: str, msg: str, extra: Mapping[str, Any],
+             caller: Mapping[str, str] | None) -> dict[str, Any]:
+        """The fields of one line: its time, level, logger and message, what came with `extra=` (a tool-call
+        line's are all plain values), and who is calling."""
+        line: dict[str, Any] = {"time": self._stamp(created, msecs), "level": level, "logger": logger,
+                                "msg": shorten(msg, 2 * VALUE_LIMIT)}
+        for key, value in extra.items():
+            line[shorten(key)] = value if type(value) in _PLAIN else shorten_all(value)
+        for key, value in (caller or {}).items():
+            line.setdefault(key, shorten(value))
+        return line
 
 
 def shorten(text: str, limit: int = VALUE_LIMIT) -> str:
@@ -134,23 +134,50 @@ def configure_logging(level: str = "INFO", human: bool = False) -> None:
     # printed, so they are not looked up (the logging HOWTO's "Optimization"; finding the caller walks the stack).
     logging._srcfile = None
     logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
+    global _json_handler
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(HumanFormatter() if human else JsonFormatter())
     handler.addFilter(_ShutdownCancels())
     root = logging.getLogger()
     root.handlers[:] = [handler]
+    _json_handler = None if human else handler
     # Libraries: warnings only, so a tool-call line is not buried (and nothing below the chosen level).
     root.setLevel(max(logging.WARNING, logging.getLevelName(level.upper())))
     log.setLevel(level.upper())
     logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
 
 
+# The server's own stderr handler (`configure_logging`), while it is the only one: the tool-call line, written on
+# every call's path, goes to it directly. Through `logging` (a LogRecord, the logger's and the handler's
+# filters, `format` walking the record's attributes) it cost ~0.1 ms of a call's time on a 2-CPU VM between
+# calls (what the machine's caches have forgotten since the last call is paid again on each).
+# (Handing lines to a thread of their own was measured too: the thread's wake-up and the GIL's hand-over cost
+# more than the formatting it took off the call's path.)
+_json_handler: logging.StreamHandler[TextIO] | None = None
+
+
 def log_tool_call(tool: str, root: str | None, path: str | None, outcome: str, duration_ms: float,
                   response_bytes: int, error: str | None = None) -> None:
     """One line per tool call (seed NFR-017); a held fence is a WARN (NFR-019)."""
     level = logging.WARNING if outcome == "denied" else logging.INFO
+    if not log.isEnabledFor(level):
+        return
     fields: dict[str, Any] = {"tool": tool, "root": root, "path": path, "outcome": outcome,
                               "duration_ms": round(duration_ms, 2), "response_bytes": response_bytes}
     if error is not None:
         fields["error"] = error
-    log.log(level, "tool call", extra=fields)
+    handler, handlers = _json_handler, logging.root.handlers
+    if handler is None or log.handlers or len(handlers) != 1 or handlers[0] is not handler:
+        log.log(level, "tool call", extra=fields)  # someone else listens too (a test's capture, say)
+        return
+    formatter = handler.formatter
+    assert isinstance(formatter, JsonFormatter)
+    now = time.time()
+    text = _encode(formatter.line(now, (now - int(now)) * 1000, logging.getLevelName(level), log.name, "tool call",
+                                  fields, _caller.get()))
+    with handler.lock or nullcontext():  # one line at a time with the other threads' lines
+        try:
+            handler.stream.write(text + "\n")
+            handler.stream.flush()
+        except (OSError, ValueError):  # stderr closed or broken: the call goes on without its line
+            pass

@@ -18,11 +18,11 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from rootbound.errors import Failure, Kind, ToolError
 from rootbound.logs import log
+from rootbound.scopes import scoped
 
 __all__ = ["NOTHING", "Recorder", "Recording", "attributed", "note_command", "recording"]
 
@@ -46,8 +46,7 @@ class Recorder(Protocol):
                      started: float | None = None, later: bool = False) -> str: ...
 
 
-@dataclass(frozen=True)
-class _Who:
+class _Who(NamedTuple):  # made on every call's path: a tuple is cheaper to make than a frozen dataclass
     journal: Recorder
     tool: str
     connection: str | None
@@ -57,14 +56,10 @@ class _Who:
 _current: contextvars.ContextVar[_Who | None] = contextvars.ContextVar("rootbound_journal", default=None)
 
 
-@contextlib.contextmanager
-def attributed(journal: Recorder | None, tool: str, connection: str | None, client: str | None) -> Iterator[None]:
+def attributed(journal: Recorder | None, tool: str, connection: str | None, client: str | None
+               ) -> scoped[_Who | None]:
     """Within this block (one tool call), the changes the doors make are recorded in `journal` (None: not at all)."""
-    token = _current.set(None if journal is None else _Who(journal, tool, connection, client))
-    try:
-        yield
-    finally:
-        _current.reset(token)
+    return scoped(_current, None if journal is None else _Who(journal, tool, connection, client))
 
 
 def note_command(root: RootRef, cwd: str, command: str, exit_code: int | None, duration: float, started: float

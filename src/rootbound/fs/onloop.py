@@ -18,13 +18,12 @@ more restriction, so nothing becomes reachable that was not.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
-from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Final
 
 from rootbound.libc import libc
+from rootbound.scopes import scoped
 
 __all__ = ["MAX_BYTES", "Offload", "active", "check_size", "local_filesystem", "on_loop"]
 
@@ -55,13 +54,9 @@ def active() -> bool:
     return _active.get()
 
 
-@contextlib.contextmanager
-def on_loop() -> Iterator[None]:
-    token = _active.set(True)
-    try:
-        yield
-    finally:
-        _active.reset(token)
+def on_loop() -> scoped[bool]:
+    """`with on_loop():` the core runs on the event loop, and refuses (`Offload`) what could wait there."""
+    return scoped(_active, True)
 
 
 def check_size(size: int) -> None:

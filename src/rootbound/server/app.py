@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from rootbound.execution.service import CommandHost
     from rootbound.grep.helper import SharedHelper
     from rootbound.journal.change import Journal
-    from rootbound.tools.base import CallContext, Caller, Progress, ToolSpec, Workers
+    from rootbound.tools.base import CallContext, Caller, Progress, Reply, ToolSpec, Workers
 
 __all__ = ["ANONYMOUS", "App", "open_journal", "open_roots"]
 
@@ -67,6 +67,7 @@ _STATE_KEY = "rootbound.client_roots"
 _ASKER_KEY = "rootbound.roots_asker"
 _CALLER_KEY = "rootbound.caller"
 _TOKEN_KEY = "rootbound.token"
+_WHO_KEY = "rootbound.who"
 ANONYMOUS = "anonymous"  # the principal of sessionless requests when no auth token is configured
 _ROOTS_CAPABILITY = ClientCapabilities(roots=RootsCapability())
 _COMMAND_TOOLS = ("execute_command", "shell")  # listed only when some program is allowed
@@ -153,8 +154,9 @@ class App:
         if not _tracing():  # the SDK's span per message is a no-op without a tracer, yet costs ~0.1 ms of CPU
             self.server.middleware[:] = [m for m in self.server.middleware
                                          if not isinstance(m, OpenTelemetryMiddleware)]
-        # tools/call answers with the result's wire form (`_wire`), not the model: see there.
-        self.server.add_request_handler("tools/call", CallToolRequestParams, self._call_tool_wire)
+        # tools/call answers with the result's wire form, as `tools.base.reply` builds it: no model is made per call
+        # only to be dumped again (a 10,000-entry listing's structuredContent is 1 MB of JSON).
+        self.server.add_request_handler("tools/call", CallToolRequestParams, self._call_tool)
         self.server.middleware.append(self._roots_middleware)
 
     # -- built on first use ------------------------------------------------------------------
@@ -229,7 +231,7 @@ class App:
         return CallContext(
             roots=roots,
             config=self.config,
-            project_dir=project_dir or self.config.project_dir or os.getcwd(),
+            project_dir=project_dir or self.config.project_dir,
             caller=caller,
             workers=self.workers,
             report_progress=report_progress,
@@ -273,33 +275,48 @@ class App:
         assert isinstance(caller, Caller)
         return caller
 
+    def _who(self, ctx: ServerRequestContext[Any], token: str | None) -> tuple[Caller, dict[str, str], bool]:
+        """The client making this request, who it is for the log (`_identity`), and whether its roots are asked for.
+
+        The same for every call of a handshake-era connection (its token is bound to it, its clientInfo and
+        capabilities came with initialize): worked out by its first call, not by each one."""
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:  # no connection: each request is its own
+            caller = self._caller(ctx)
+            return caller, _identity(ctx, caller, token), self._wants_client_roots(ctx)
+        state = ctx.session._connection.state  # see _connection_state
+        known = state.get(_WHO_KEY)
+        if known is None or known[0] != token:  # (another token is refused by `_bound_to`, and not remembered)
+            caller = self._caller(ctx)
+            found = (token, caller, _identity(ctx, caller, token), self._wants_client_roots(ctx))
+            known = state.setdefault(_WHO_KEY, found)
+            known = known if known[0] == token else found
+        return known[1], known[2], known[3]
+
     async def _list_tools(self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
                           ) -> ListToolsResult:
         return ListToolsResult(tools=self._definitions())
 
-    async def _call_tool_wire(self, ctx: ServerRequestContext[Any], params: CallToolRequestParams
-                              ) -> dict[str, Any]:
-        return _wire(await self._call_tool(ctx, params))
-
-    async def _call_tool(self, ctx: ServerRequestContext[Any], params: CallToolRequestParams) -> CallToolResult:
-        token, caller = _token_name(), self._caller(ctx)
-        with attributed(_identity(ctx, caller, token)):
+    async def _call_tool(self, ctx: ServerRequestContext[Any], params: CallToolRequestParams) -> Reply:
+        token = _token_name()
+        caller, identity, wants_client_roots = self._who(ctx, token)
+        with attributed(identity):
             if not _bound_to(ctx, token):
+                from rootbound.tools.base import reply
+
                 log.warning("call refused: the session was opened with another token", extra={"tool": params.name})
-                return CallToolResult(content=[TextContent(type="text", text=(
-                    "this session was opened with another bearer token; start a new session"))], is_error=True)
+                return reply("this session was opened with another bearer token; start a new session", is_error=True)
             roots, project_dir = self._reach_of(token)
-            if self._wants_client_roots(ctx):
+            if wants_client_roots:
                 asker = self._asker(ctx.session, roots)
                 await asker.before_call(ctx.session, ctx.request_id)  # at most CALL_WAIT; never the client's pace
                 if asker.state.roots is not None:  # the client's roots, within the token's
                     roots, project_dir = asker.state.roots, asker.state.project_dir
-            return await self.call(params.name, params.arguments,
-                                   self.context(roots, project_dir, ctx.session.report_progress, caller))
+            return await self.reply(params.name, params.arguments,
+                                    self.context(roots, project_dir, ctx.session.report_progress, caller))
 
-    async def call(self, name: str, arguments: dict[str, Any] | None, ctx: CallContext | None = None
-                   ) -> CallToolResult:
-        from rootbound.tools.base import call_tool
+    async def reply(self, name: str, arguments: dict[str, Any] | None, ctx: CallContext | None = None) -> Reply:
+        """Call a tool; its result in the wire form the client receives."""
+        from rootbound.tools.base import call_tool, reply
 
         spec = self.tools.get(name)
         if spec is None:
@@ -307,8 +324,15 @@ class App:
             if name in _COMMAND_TOOLS:
                 text += ("; the command tools are off on this server: the operator enables them with "
                          "--allow-commands LIST or commands.allowed in the config")
-            return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+            return reply(text, is_error=True)
         return await call_tool(spec, ctx or self.context(), arguments)
+
+    async def call(self, name: str, arguments: dict[str, Any] | None, ctx: CallContext | None = None
+                   ) -> CallToolResult:
+        """Call a tool in process (tests, benchmarks): its result as the client's model of it."""
+        wire = await self.reply(name, arguments, ctx)
+        return CallToolResult(content=[TextContent(type="text", text=block["text"]) for block in wire["content"]],
+                              structured_content=wire.get("structuredContent"), is_error=wire["isError"])
 
     # -- client roots -----------------------------------------------------------------------
 
@@ -426,14 +450,3 @@ def _hide_process_memory() -> None:
     pr_set_dumpable = 4
     if libc.prctl(pr_set_dumpable, 0, 0, 0, 0) != 0:
         log.warning("could not make the server non-dumpable; commands may read its environment")
-
-
-def _wire(result: CallToolResult) -> dict[str, Any]:
-    """A tool's result as the SDK would dump it for the wire, without walking its structuredContent again.
-
-    `tools.base._shape` made that JSON already (a 10,000-entry listing is 1 MB of it); dumping the model copied it
-    once more, ~10 ms on the event loop, before the SDK checks the result's shape and encodes it anyway."""
-    data = result.model_dump(by_alias=True, mode="json", exclude_none=True, exclude={"structured_content"})
-    if result.structured_content is not None:
-        data["structuredContent"] = result.structured_content
-    return data

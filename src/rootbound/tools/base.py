@@ -17,11 +17,11 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, cast
 
 import anyio
 import anyio.to_thread
-from mcp.types import CallToolResult, TextContent, Tool, ToolAnnotations
+from mcp.types import Tool, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 
 from rootbound.catalogue import ON_LOOP, RUNS
@@ -36,8 +36,8 @@ from rootbound.grep.helper import SharedHelper
 from rootbound.logs import VALUE_LIMIT, caller_fields, log, log_tool_call, shorten
 from rootbound.tools import messages
 
-__all__ = ["Args", "CallContext", "Caller", "PathArgs", "PlainResult", "RelPath", "RootName", "ToolOutput",
-           "ToolSpec", "Work", "Workers", "call_tool", "iso_time", "loose_list", "read_only", "writes"]
+__all__ = ["Args", "CallContext", "Caller", "PathArgs", "PlainResult", "RelPath", "Reply", "RootName", "ToolOutput",
+           "ToolSpec", "Work", "Workers", "call_tool", "iso_time", "loose_list", "read_only", "reply", "writes"]
 
 # Described once, briefly: every byte of a definition is sent to the model on every turn.
 RootName = Annotated[str | None, Field(description="Default: the project root.")]
@@ -142,9 +142,9 @@ class CallContext:
 
     roots: RootSet
     config: Config
-    # Base for relative command working directories: the first client root, else
-    # `project_dir` from the config, else the server's working directory.
-    project_dir: str
+    # Base for relative command working directories: the first client root, else `project_dir` from the config,
+    # else (None) the server's working directory, looked up by the command that needs it, not by every call.
+    project_dir: str | None
     caller: Caller
     workers: Workers
     # Sends `notifications/progress` for this call; a no-op unless the client asked for progress.
@@ -190,6 +190,10 @@ class ToolSpec:
     # instead of failing at the server's file_timeout.
     file_timeout: bool = True
     text: Text | None = None
+    is_async: bool = field(init=False)  # whether `handler` is a coroutine function: asked once, not on every call
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.handler))
 
     def definition(self) -> Tool:
         return Tool(
@@ -281,8 +285,22 @@ def _describe_validation(tool: str, model: type[Args], exc: ValidationError) -> 
     return messages.text(Kind.INVALID_ARGUMENTS, tool=tool, problems="; ".join(problems))
 
 
-def _error(message: str) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+# A tools/call result in its wire form, as the client receives it (`content`, `structuredContent`, `isError`, and
+# the SDK's `resultType`). Built as a dict from the start: a `CallToolResult` model made per call and dumped
+# straight back for the wire cost more than the rest of a `stat_file`'s own work.
+Reply = dict[str, Any]
+
+
+def reply(text: str, structured: dict[str, Any] | None = None, *, is_error: bool = False) -> Reply:
+    """The wire form of a result: one text block for the model, and the structured content for programs."""
+    wire: Reply = {"content": [{"type": "text", "text": text}], "isError": is_error, "resultType": "complete"}
+    if structured is not None:
+        wire["structuredContent"] = structured
+    return wire
+
+
+def _error(message: str) -> Reply:
+    return reply(message, is_error=True)
 
 
 ERROR_LIMIT = 2000  # characters of an error text; an argument it quotes is cut long before that
@@ -317,7 +335,7 @@ def _where(args: dict[str, Any]) -> tuple[str | None, str | None]:
     return (root if isinstance(root, str) else None, path if isinstance(path, str) else None)
 
 
-async def call_tool(spec: ToolSpec, ctx: CallContext, arguments: dict[str, Any] | None) -> CallToolResult:
+async def call_tool(spec: ToolSpec, ctx: CallContext, arguments: dict[str, Any] | None) -> Reply:
     """Validate, run and log one call. Never raises: every failure becomes an `isError` result."""
     # The previous big result has been answered and let go by now: its leftover pages go back to the system.
     output.trim_heap()
@@ -330,15 +348,15 @@ async def call_tool(spec: ToolSpec, ctx: CallContext, arguments: dict[str, Any] 
         try:
             args = _placed(spec.args.model_validate(arguments), ctx.roots, spec.name)
             work = _work(spec, args)
-            if inspect.iscoroutinefunction(spec.handler):
-                result = _shape(spec, args, await spec.handler(ctx, args))
+            if spec.is_async:
+                result = _shape(spec, args, await cast(Awaitable[BaseModel | ToolOutput], spec.handler(ctx, args)))
             elif work == "inline":
                 result = _run_sync(spec, ctx, args)
             elif work == "quick" and spec.name in ON_LOOP:
                 result = await _on_loop_first(spec, ctx, args, path)
             else:
                 result = await _in_worker(spec, ctx, args, work, path)
-            if result.is_error:
+            if result["isError"]:
                 outcome = "error"
         except anyio.get_cancelled_exc_class():
             # The client cancelled, disconnected, or the server is stopping: no reply, but still the log line.
@@ -354,7 +372,7 @@ async def call_tool(spec: ToolSpec, ctx: CallContext, arguments: dict[str, Any] 
             log.exception("tool %s failed", spec.name, extra={"tool": spec.name, "root": root, "path": path})
             outcome, error = "crash", "internal error"
             result = _error(messages.text(Kind.INTERNAL, tool=spec.name))
-    size = sum(len(c.text) for c in result.content if isinstance(c, TextContent))
+    size = len(result["content"][0]["text"])
     if size > BIG_RESULT:
         output.heap_grew()
     log_tool_call(spec.name, root, path, outcome, (time.perf_counter() - start) * 1000, size, error)
@@ -363,18 +381,22 @@ async def call_tool(spec: ToolSpec, ctx: CallContext, arguments: dict[str, Any] 
 
 def _placed(args: Args, roots: RootSet, tool: str) -> Args:
     """`args` with each omitted root filled in and each absolute host path inside a root made relative to it
-    (`RootSet.place`): handlers see a root name and a root-relative path, as before."""
-    updates: dict[str, Any] = {}
+    (`RootSet.place`): handlers see a root name and a root-relative path, as before. The model is this call's own,
+    just validated: its fields are set in place (no copy, and no validation: `place` returns a root's name and a
+    path it was given or a part of one)."""
     first: str | None = None
+    fields = type(args).model_fields
     for root_field, path_field in args.PLACES:
-        if root_field not in type(args).model_fields or path_field not in type(args).model_fields:
+        if root_field not in fields or path_field not in fields:
             continue
         name, path = getattr(args, root_field), getattr(args, path_field)
         placed, rel = roots.place(name, path, tool, default=first)
         first = first if first is not None else placed
-        if placed != name or rel != path:
-            updates[root_field], updates[path_field] = placed, rel
-    return args.model_copy(update=updates) if updates else args
+        if placed != name:
+            args.__dict__[root_field] = placed
+        if rel != path:
+            args.__dict__[path_field] = rel
+    return args
 
 
 def _work(spec: ToolSpec, args: Args) -> Work:
@@ -385,7 +407,7 @@ def _work(spec: ToolSpec, args: Args) -> Work:
     return "quick" if runs == "async" else runs
 
 
-async def _on_loop_first(spec: ToolSpec, ctx: CallContext, args: Args, where: str | None) -> CallToolResult:
+async def _on_loop_first(spec: ToolSpec, ctx: CallContext, args: Args, where: str | None) -> Reply:
     """A read-only quick call, on the event loop when the core can vouch that it stays quick there (fs/onloop.py):
     no hop to a thread and back, which costs more than the call. Else in a worker, as any quick call; nothing was
     changed meanwhile, and nothing read is kept."""
@@ -396,7 +418,7 @@ async def _on_loop_first(spec: ToolSpec, ctx: CallContext, args: Args, where: st
         return await _in_worker(spec, ctx, args, "quick", where)
 
 
-async def _in_worker(spec: ToolSpec, ctx: CallContext, args: Args, work: Work, where: str | None) -> CallToolResult:
+async def _in_worker(spec: ToolSpec, ctx: CallContext, args: Args, work: Work, where: str | None) -> Reply:
     """Run a sync handler in a worker thread of its kind, within the call's time bound.
 
     Filesystem work blocks, and serialising a big result takes a while too: both run in the thread
@@ -438,27 +460,25 @@ async def _slot(limiters: tuple[anyio.CapacityLimiter, ...], bound: CallBound) -
             limiter.release()
 
 
-def _run_bounded(spec: ToolSpec, ctx: CallContext, args: Args, bound: CallBound) -> CallToolResult:
+def _run_bounded(spec: ToolSpec, ctx: CallContext, args: Args, bound: CallBound) -> Reply:
     with bounded(bound):
         return _run_sync(spec, ctx, args)
 
 
-def _run_sync(spec: ToolSpec, ctx: CallContext, args: Args) -> CallToolResult:
+def _run_sync(spec: ToolSpec, ctx: CallContext, args: Args) -> Reply:
     output = spec.handler(ctx, args)
     assert isinstance(output, (BaseModel, ToolOutput)), "a sync handler returned an awaitable"
     return _shape(spec, args, output)
 
 
-def _shape(spec: ToolSpec, args: Args, output: BaseModel | ToolOutput) -> CallToolResult:
+def _shape(spec: ToolSpec, args: Args, output: BaseModel | ToolOutput) -> Reply:
     """The result the client gets: structuredContent for programs, and a text block for the model (the tool's
     own text, its `text` rendering, else the JSON of the structured content)."""
     if isinstance(output, ToolOutput):
-        data = output.structured.model_dump(mode="json", exclude_none=True)
-        return CallToolResult(content=[TextContent(type="text", text=output.text)],
-                              structured_content=data, is_error=output.is_error)
+        return reply(output.text, output.structured.model_dump(mode="json", exclude_none=True),
+                     is_error=output.is_error)
     data = {k: v for k, v in output if v is not None} if isinstance(output, PlainResult) \
         else output.model_dump(mode="json", exclude_none=True)
     # pydantic's serializer is ~3x faster than json.dumps
-    text = spec.text(args, data) if spec.text is not None else output.model_dump_json(exclude_none=True)
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+    return reply(spec.text(args, data) if spec.text is not None else output.model_dump_json(exclude_none=True), data)
 

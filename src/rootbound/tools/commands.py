@@ -6,6 +6,7 @@ directory, environment, queue, run, audit), a result shaped the seeds' way out.
 
 from __future__ import annotations
 
+import os
 from typing import Annotated, Any
 
 from mcp.types import ToolAnnotations
@@ -158,7 +159,8 @@ async def execute_command(ctx: CallContext, args: ExecuteCommandArgs) -> ToolOut
 
 async def _run(ctx: CallContext, request: CommandRequest) -> Outcome:
     assert ctx.commands is not None  # the App builds it whenever these tools are listed
-    return await execute(request, config=ctx.config, roots=ctx.roots, project_dir=ctx.project_dir, host=ctx.commands,
+    return await execute(request, config=ctx.config, roots=ctx.roots, project_dir=ctx.project_dir or os.getcwd(),
+                         host=ctx.commands,
                          progress=ctx.report_progress, spill=ctx.caller.spill)
 
 
