@@ -91,6 +91,7 @@ class Root:
         # "*": every file tool; the journal's tools (history, undo) only when named.
         self.allowed_tools = frozenset(FILE_TOOLS) | (tools - {"*"}) if "*" in tools else frozenset(tools)
         self._fd = fd
+        self._identity: tuple[int, int] | None = None  # the handle's directory (st_dev, st_ino), once `_stale` looked
         self.local = onloop.local_filesystem(fd)  # quick looks may run on the event loop (fs/onloop.py)
         # Reopened at `real_path` when its directory was removed or replaced and a directory is there again:
         # true for roots opened from a host path (`at`); a client root opened beneath an operator root, or the
@@ -131,18 +132,24 @@ class Root:
     def _stale(self) -> bool:
         """Removed (no links left) or replaced (its path names another inode). A directory renamed away
         with nothing at its old path stays served through its handle. A handle the filesystem no longer answers
-        for (ENOTCONN from a FUSE daemon that died, EIO) is as good as gone: it broke every command, of every root."""
+        for (ENOTCONN from a FUSE daemon that died, EIO) is as good as gone: it broke every command, of every root.
+
+        Asked before every call: one `stat` of the path when it still names the handle's directory (a directory
+        with a name was not removed, and while the handle holds it no other can have its inode number)."""
+        try:
+            now: os.stat_result | None = os.stat(self.real_path)
+        except OSError:
+            now = None
+        if now is not None and (now.st_dev, now.st_ino) == self._identity:
+            return False
         try:
             st = os.fstat(self._fd)
         except OSError:
             return True
         if st.st_nlink == 0:
             return True
-        try:
-            now = os.stat(self.real_path)
-        except OSError:
-            return False
-        return (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino)
+        self._identity = (st.st_dev, st.st_ino)
+        return now is not None and (now.st_dev, now.st_ino) != self._identity
 
     def _reopen(self) -> bool:
         """Open the directory now at `real_path` onto this root's descriptor number (dup2: atomic, so a call
