@@ -15,8 +15,8 @@ from typing import Any, TextIO
 
 from rootbound.scopes import scoped
 
-__all__ = ["VALUE_LIMIT", "attributed", "caller_fields", "configure_logging", "log", "log_tool_call", "shorten",
-           "shorten_all"]
+__all__ = ["VALUE_LIMIT", "attributed", "caller_fields", "configure_logging", "log", "log_fields", "log_tool_call",
+           "shorten", "shorten_all"]
 
 log = logging.getLogger("rootbound")
 
@@ -172,22 +172,27 @@ _json_handler: logging.StreamHandler[TextIO] | None = None
 def log_tool_call(tool: str, root: str | None, path: str | None, outcome: str, duration_ms: float,
                   response_bytes: int, error: str | None = None) -> None:
     """One line per tool call (seed NFR-017); a held fence is a WARN (NFR-019)."""
-    level = logging.WARNING if outcome == "denied" else logging.INFO
-    if not log.isEnabledFor(level):
-        return
     fields: dict[str, Any] = {"tool": tool, "root": root, "path": path, "outcome": outcome,
                               "duration_ms": round(duration_ms, 2), "response_bytes": response_bytes}
     if error is not None:
         fields["error"] = error
+    log_fields(logging.WARNING if outcome == "denied" else logging.INFO, "tool call", fields)
+
+
+def log_fields(level: int, msg: str, fields: dict[str, Any]) -> None:
+    """`log.log(level, msg, extra=fields)`, the same line, for what is logged on every call's path (the tool-call
+    line, a command's audit line): written to the server's handler directly while it is the only one."""
+    if not log.isEnabledFor(level):
+        return
     handler, handlers = _json_handler, logging.root.handlers
     if handler is None or log.handlers or len(handlers) != 1 or handlers[0] is not handler:
-        log.log(level, "tool call", extra=fields)  # someone else listens too (a test's capture, say)
+        log.log(level, msg, extra=fields)  # someone else listens too (a test's capture, say)
         return
     formatter = handler.formatter
     assert isinstance(formatter, JsonFormatter)
     now = time.time()
-    text = _encode(formatter.line(now, (now - int(now)) * 1000, logging.getLevelName(level), log.name, "tool call",
-                                  fields, _caller.get()))
+    text = _encode(formatter.line(now, (now - int(now)) * 1000, logging.getLevelName(level), log.name, msg, fields,
+                                  _caller.get()))
     with handler.lock or nullcontext():  # one line at a time with the other threads' lines
         try:
             handler.stream.write(text + "\n")

@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any
 
-from rootbound.logs import caller_fields, log
+from rootbound.logs import caller_fields, log, log_fields
 
 __all__ = ["write_audit"]
 
@@ -25,7 +25,7 @@ def write_audit(record: dict[str, Any], audit_log: str | None) -> None:
     record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}Z",
               **caller_fields(), **record}  # who asked: connection, client, token name
     level = logging.WARNING if record.get("decision") == "denied" else logging.INFO
-    log.log(level, "command", extra={k: v for k, v in record.items() if k != "time"})
+    log_fields(level, "command", {k: v for k, v in record.items() if k != "time"})
     if not audit_log:
         return
     line = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode()
