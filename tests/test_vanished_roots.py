@@ -88,6 +88,22 @@ async def test_a_root_replaced_by_another_directory_serves_the_new_one(server: H
     assert [e["name"] for e in listing["entries"]] == ["new.txt"]
 
 
+async def test_the_first_directory_moved_back_after_a_replacement_is_served_again(server: Harness,
+                                                                                 workspace: Path) -> None:
+    """The check before each call knows which directory the handle holds since it was reopened: the first one,
+    moved back to the root's path, is not taken for the handle's (it would have served the second one)."""
+    (workspace / "first.txt").write_text("1")
+    workspace.rename(workspace.with_name("first"))
+    workspace.mkdir()
+    (workspace / "second.txt").write_text("2")
+    listing = await server.ok("list_folder", root="workspace", path="")
+    assert [e["name"] for e in listing["entries"]] == ["second.txt"]  # reopened on the second
+    workspace.rename(workspace.with_name("second"))
+    workspace.with_name("first").rename(workspace)
+    listing = await server.ok("list_folder", root="workspace", path="")
+    assert [e["name"] for e in listing["entries"]] == ["first.txt"]
+
+
 async def test_a_root_renamed_away_with_nothing_at_its_path_is_still_served(server: Harness,
                                                                              workspace: Path) -> None:
     (workspace / "a.txt").write_text("a")

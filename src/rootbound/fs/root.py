@@ -75,6 +75,15 @@ _IFMT = 0o170000
 Listed = tuple[str, os.stat_result, os.stat_result | None]  # a folder's entry: name, lstat, where a symlink leads
 
 
+def _identity(fd: int) -> tuple[int, int] | None:
+    """The (st_dev, st_ino) of the directory `fd` holds; None if the filesystem does not answer."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 class Root:
     """A named directory the agent may reach, and which tools it may use there."""
 
@@ -91,7 +100,7 @@ class Root:
         # "*": every file tool; the journal's tools (history, undo) only when named.
         self.allowed_tools = frozenset(FILE_TOOLS) | (tools - {"*"}) if "*" in tools else frozenset(tools)
         self._fd = fd
-        self._identity: tuple[int, int] | None = None  # the handle's directory (st_dev, st_ino), once `_stale` looked
+        self._identity = _identity(fd)  # the handle's directory: set here and by `_reopen` only, with the handle
         self.local = onloop.local_filesystem(fd)  # quick looks may run on the event loop (fs/onloop.py)
         # Reopened at `real_path` when its directory was removed or replaced and a directory is there again:
         # true for roots opened from a host path (`at`); a client root opened beneath an operator root, or the
@@ -148,8 +157,7 @@ class Root:
             return True
         if st.st_nlink == 0:
             return True
-        self._identity = (st.st_dev, st.st_ino)
-        return now is not None and (now.st_dev, now.st_ino) != self._identity
+        return now is not None and (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino)
 
     def _reopen(self) -> bool:
         """Open the directory now at `real_path` onto this root's descriptor number (dup2: atomic, so a call
@@ -167,7 +175,9 @@ class Root:
             return False
         finally:
             os.close(fd)
+        identity = _identity(new)
         os.dup2(new, self._fd, inheritable=False)
+        self._identity = identity
         os.close(new)
         self.local = onloop.local_filesystem(self._fd)
         log.warning("root reopened: its directory had been removed or replaced", extra={"root": self.name})
