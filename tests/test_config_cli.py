@@ -226,7 +226,7 @@ def test_default_root_is_the_current_directory(tmp_path: Path) -> None:
                                  ["call", "list_roots"], cwd=tmp_path)
     assert read.returncode == 0, read.stderr
     assert json.loads(read.stdout)["content"] == "hello from cwd\n"
-    assert result.stdout, (result.returncode, result.stderr)
+    assert result.returncode == 0 and result.stdout, (result.returncode, result.stderr)
     roots = json.loads(result.stdout)["roots"]
     assert [r["name"] for r in roots] == ["workspace"]
     assert "read_file" in roots[0]["allowed_tools"]
