@@ -34,7 +34,6 @@ from mcp.types import (
     ListToolsResult,
     PaginatedRequestParams,
     RootsCapability,
-    TextContent,
     Tool,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -285,11 +284,12 @@ class App:
             return caller, _identity(ctx, caller, token), self._wants_client_roots(ctx)
         state = ctx.session._connection.state  # see _connection_state
         known = state.get(_WHO_KEY)
-        if known is None or known[0] != token:  # (another token is refused by `_bound_to`, and not remembered)
+        if known is None or known[0] != token:
             caller = self._caller(ctx)
             found = (token, caller, _identity(ctx, caller, token), self._wants_client_roots(ctx))
-            known = state.setdefault(_WHO_KEY, found)
-            known = known if known[0] == token else found
+            if known is None:  # (a call with another token is refused by `_bound_to`: not remembered)
+                state[_WHO_KEY] = found
+            known = found
         return known[1], known[2], known[3]
 
     async def _list_tools(self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
@@ -330,9 +330,7 @@ class App:
     async def call(self, name: str, arguments: dict[str, Any] | None, ctx: CallContext | None = None
                    ) -> CallToolResult:
         """Call a tool in process (tests, benchmarks): its result as the client's model of it."""
-        wire = await self.reply(name, arguments, ctx)
-        return CallToolResult(content=[TextContent(type="text", text=block["text"]) for block in wire["content"]],
-                              structured_content=wire.get("structuredContent"), is_error=wire["isError"])
+        return CallToolResult.model_validate(await self.reply(name, arguments, ctx))
 
     # -- client roots -----------------------------------------------------------------------
 

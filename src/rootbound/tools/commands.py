@@ -160,8 +160,7 @@ async def execute_command(ctx: CallContext, args: ExecuteCommandArgs) -> ToolOut
 async def _run(ctx: CallContext, request: CommandRequest) -> Outcome:
     assert ctx.commands is not None  # the App builds it whenever these tools are listed
     return await execute(request, config=ctx.config, roots=ctx.roots, project_dir=ctx.project_dir or os.getcwd(),
-                         host=ctx.commands,
-                         progress=ctx.report_progress, spill=ctx.caller.spill)
+                         host=ctx.commands, progress=ctx.report_progress, spill=ctx.caller.spill)
 
 
 # -- shell ----------------------------------------------------------------------------------------
