@@ -249,6 +249,42 @@ async def test_commands_sharing_the_empty_network_namespace_cannot_reach_each_ot
     assert len(str(got["stdout"]).split()) == 3, got
 
 
+def _spares(h: Harness) -> list[int]:
+    """The namespace inits a supervisor holds ready while none of its commands runs."""
+    found = []
+    for sup in _supervisor_pids(h):
+        try:
+            with open(f"/proc/{sup}/task/{sup}/children") as f:
+                found += [int(p) for p in f.read().split() if live.comm(int(p)) == ".rootbound-supe"]
+        except OSError:
+            continue
+    return found
+
+
+async def test_between_commands_a_spare_namespace_init_waits_and_the_next_command_gets_only_its_own(
+        servers: CommandServers) -> None:
+    """While no command runs, the supervisor makes the next command's namespace init (its namespaces, /tmp, /proc,
+    /dev/shm and /dev/pts: most of a start). The next command is handed to it and gets what one started afresh
+    would: its own arguments and environment, none of the command before (the request's lists are reused, not
+    cleared), and the guards of the root as it is now: a .git/hooks made after the spare is read-only too."""
+    h = await _server(servers)
+    ws = Path(h.app.roots["workspace"].real_path)
+    many = await h.call("execute_command", command="echo " + " ".join(f"arg{i}" for i in range(40)),
+                        env={f"LEFTOVER_{i}": "x" for i in range(40)}, root="workspace")
+    assert many.structured_content is not None and many.structured_content["exit_code"] == 0, text_of(many)
+    assert await eventually(lambda: len(_spares(h)) == 1), "no spare namespace init between commands"
+    spare = _spares(h)[0]
+    (ws / ".git" / "hooks").mkdir(parents=True)
+    got = await _sh(h, 'echo "$0 $#"; env | grep -c LEFTOVER_; echo evil > .git/hooks/pre-commit; echo "write $?"',
+                    env={"MINE": "1"})
+    lines = str(got["stdout"]).splitlines()
+    assert lines == ["/bin/sh 0", "0", "write 2"], got
+    assert "Read-only file system" in str(got["stderr"]), got
+    assert not (ws / ".git" / "hooks" / "pre-commit").exists()
+    assert not os.path.exists(f"/proc/{spare}")  # the command ran in the spare, which ended with it
+    assert await eventually(lambda: len(_spares(h)) == 1 and _spares(h)[0] != spare)  # and the next one is ready
+
+
 async def test_a_command_with_many_arguments_runs(servers: CommandServers) -> None:
     """supervisor.c takes at most 8192 fields of a kind (MAX_FIELDS): a command with more arguments (17 KB, one
     message) goes to a bubblewrap of its own, which runs it, as a request too large does (it failed to start with

@@ -31,7 +31,8 @@
  * and only reaps. X keeps CAP_DAC_READ_SEARCH alone (its bounding set empty), sets no_new_privs and
  * the seccomp filter, and runs the launcher (exec_helper.c, compiled in), which sets the limits and Landlock,
  * drops the last capability and executes the command. Any failure before that: a message on the command's stderr, exit
- * 126, nothing run.
+ * 126, nothing run. G's namespaces, session and mounts are made ahead, while no command runs (a spare G: see
+ * make_spare); the request's part (guards, working directory, X) waits for the request.
  */
 #define _GNU_SOURCE
 /* The launcher, compiled in: X calls its main instead of executing it (one exec and a dynamic load fewer). Its
@@ -55,6 +56,7 @@
 #define MAX_FIELDS 8192
 #define MAX_CARRY 64
 #define MAXRUN 256
+#define SPARE_DELAY_MS 5 /* quiet for that long after a command's end: the spare G is made */
 #define CAP_DAC_READ_SEARCH 2
 
 enum { R_READY = 0, R_STARTED = 1, R_EXITED = 2, R_ERROR = 3 };
@@ -260,10 +262,9 @@ static void own_mounts(void) {
         confine_error("mount /dev/pts");
 }
 
-/* G: PID 1 of the command's namespaces; stdin, stdout and stderr already in place. */
-static void namespace_init(void) {
-    if (setsid() < 0) confine_error("setsid");
-    own_mounts();
+/* G, once its request is parsed and stdin, stdout and stderr are in place: the guards, the working directory, the
+ * command; then it only reaps. */
+static void run_request(void) {
     for (int i = 0; i < req.nguards; i++) bind_guard(req.guards[i]);
     if (!req.cwd) fail("no working directory in the request");
     enter_cwd(req.cwd);
@@ -290,6 +291,13 @@ static void namespace_init(void) {
         if (p < 0 && errno != EINTR) break;
     }
     _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)); /* as bubblewrap's init */
+}
+
+/* G: PID 1 of the command's namespaces; stdin, stdout and stderr already in place. */
+static void namespace_init(void) {
+    if (setsid() < 0) confine_error("setsid");
+    own_mounts();
+    run_request();
 }
 
 /* A reply; with `fd` (a pidfd) also `pid`'s credentials, which the kernel translates into the server's numbering
@@ -321,8 +329,34 @@ static void reply(uint32_t id, uint32_t type, int32_t code, int32_t sig, int fd,
 static struct { int pidfd, slot; uint32_t id; } running[MAXRUN];
 static int nrunning;
 
+/* One request from `from` into msg, and the descriptors it carries (the first two in fds, the others closed);
+ * *cut: the message or its descriptors did not fit. */
+static ssize_t receive(int from, int fds[2], int *nfds, int *cut) {
+    char cbuf[CMSG_SPACE(2 * sizeof(int))];
+    struct iovec iov = {msg, MAX_MSG};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
+    ssize_t n = recvmsg(from, &m, MSG_CMSG_CLOEXEC);
+    *nfds = 0;
+    for (struct cmsghdr *c = n < 0 ? NULL : CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+            int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+            for (int i = 0; i < k; i++) {
+                int fd;
+                memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+                if (*nfds < 2) fds[(*nfds)++] = fd;
+                else close(fd);
+            }
+        }
+    *cut = n >= 0 && (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0;
+    return n;
+}
+
 static int parse(size_t n) {
-    memset(&req, 0, sizeof req);
+    /* The counts reset, not the arrays: zeroing all of them wrote 200 KB per request, copied page by page where a
+     * spare G still shared them. Each list is ended below. */
+    req.id = 0;
+    req.cwd = NULL;
+    req.nguards = req.nenv = req.nargs = 0;
     req.args[req.nargs++] = (char *)HELPER;
     msg[n] = 0;
     for (size_t at = 0; at < n;) {
@@ -336,6 +370,8 @@ static int parse(size_t n) {
         else if (tag == 'x' && req.nargs < MAX_FIELDS) req.args[req.nargs++] = value;
         else return 0;
     }
+    req.env[req.nenv] = NULL;
+    req.args[req.nargs] = NULL;
     return req.nargs > 1;
 }
 
@@ -347,32 +383,118 @@ static long clone_init(int *pidfd) {
     return syscall(SYS_clone3, &ca, sizeof ca);
 }
 
-static void start(void) {
-    int fds[2] = {-1, -1};
-    char cbuf[CMSG_SPACE(sizeof fds)];
-    struct iovec iov = {msg, MAX_MSG};
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
-    ssize_t n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
-    if (n <= 0) _exit(0); /* the server closed its end */
-    int nfds = 0;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-            int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-            for (int i = 0; i < k; i++) {
-                int fd;
-                memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-                if (nfds < 2) fds[nfds++] = fd;
-                else close(fd);
-            }
-        }
-    int parsed = parse((size_t)n); /* first, whatever else is wrong: an error reply must carry this request's id */
-    int ok = (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) == 0 && nfds == 2 && parsed;
-    int slot = -1;
-    for (int s = 0; ok && s < MAXRUN && slot < 0; s++) {
-        int used = 0;
+/* The spare G: made while no command runs (new namespaces, its session, its own mounts: about a millisecond, most
+ * of a start), it waits on a socketpair of its own for the next request, which the supervisor forwards as it came
+ * (with the command's stdout and stderr), once the spare has said it is ready. A spare that is not ready yet is
+ * left for a later command; one that failed (its reason on the supervisor's stderr) ends the spares: each command
+ * then gets its G at its start, as before, which reports on the command's own stderr. */
+static struct { int pidfd, sock, slot; long pid; } spare = {-1, -1, -1, 0};
+static int spares_off;
+
+/* The slot of a new G: one no running command's G has, nor the spare. */
+static int free_slot(void) {
+    for (int s = 0; s < MAXRUN; s++) {
+        int used = spare.pidfd >= 0 && spare.slot == s;
         for (int k = 0; k < nrunning; k++) used |= running[k].slot == s;
-        if (!used) slot = s;
+        if (!used) return s;
     }
+    return -1;
+}
+
+/* The spare's side: ready, then one request, then the command as any G runs it. */
+static void spare_init(int from) {
+    if (setsid() < 0) confine_error("setsid");
+    own_mounts();
+    char ready = 1;
+    if (send(from, &ready, 1, MSG_NOSIGNAL) != 1) _exit(0);
+    int fds[2] = {-1, -1}, nfds, cut;
+    ssize_t n = receive(from, fds, &nfds, &cut);
+    if (n <= 0 || cut || nfds != 2) _exit(0); /* the supervisor ended (or let it go): no command, nothing to say */
+    close(from);
+    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(fds[0], 1) < 0 || dup2(fds[1], 2) < 0) _exit(126);
+    if (!parse((size_t)n)) fail("bad request"); /* (the supervisor parsed these very bytes) */
+    run_request();
+}
+
+static void drop_spare(void) {
+    syscall(SYS_pidfd_send_signal, spare.pidfd, SIGKILL, NULL, 0);
+    siginfo_t si;
+    while (waitid(P_PIDFD, (id_t)spare.pidfd, &si, WEXITED) < 0 && errno == EINTR) continue;
+    close(spare.pidfd);
+    close(spare.sock);
+    spare.pidfd = spare.sock = -1;
+}
+
+static void make_spare(void) {
+    int slot = free_slot(), sp[2];
+    if (slot < 0 || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp)) return;
+    int size = MAX_MSG + 4096; /* (a request of up to MAX_MSG, in one message) */
+    setsockopt(sp[0], SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+    term_slots[slot] = 0;
+    slot_of_g = slot;
+    int pidfd = -1;
+    long pid = clone_init(&pidfd);
+    if (pid == 0) {
+        close(sock); /* never the command's */
+        close(sp[0]);
+        spare_init(sp[1]);
+    }
+    close(sp[1]);
+    if (pid < 0) {
+        close(sp[0]);
+        spares_off = 1;
+        return;
+    }
+    spare.pidfd = pidfd;
+    spare.sock = sp[0];
+    spare.slot = slot;
+    spare.pid = pid;
+}
+
+/* The parsed request in msg (n bytes) to the spare, if there is one ready; then it runs as this request's G. */
+static int to_spare(size_t n, const int fds[2]) {
+    if (spare.pidfd < 0) return 0;
+    char ready;
+    ssize_t got = recv(spare.sock, &ready, 1, MSG_DONTWAIT);
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0; /* not ready yet: kept for a later one */
+    if (got != 1) { /* it ended before it was ready */
+        drop_spare();
+        spares_off = 1;
+        return 0;
+    }
+    union { char buf[CMSG_SPACE(2 * sizeof(int))]; struct cmsghdr align; } cbuf;
+    memset(&cbuf, 0, sizeof cbuf);
+    struct iovec iov = {msg, n};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.buf, .msg_controllen = sizeof cbuf.buf};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(2 * sizeof(int));
+    memcpy(CMSG_DATA(c), fds, 2 * sizeof(int));
+    if (sendmsg(spare.sock, &m, MSG_NOSIGNAL) != (ssize_t)n) {
+        drop_spare();
+        return 0;
+    }
+    close(fds[0]);
+    close(fds[1]);
+    close(spare.sock);
+    running[nrunning].pidfd = spare.pidfd;
+    running[nrunning].slot = spare.slot;
+    running[nrunning++].id = req.id;
+    reply(req.id, R_STARTED, (int32_t)spare.pid, 0, spare.pidfd, (pid_t)spare.pid);
+    spare.pidfd = spare.sock = -1;
+    return 1;
+}
+
+static void start(void) {
+    int fds[2] = {-1, -1}, nfds, cut;
+    ssize_t n = receive(sock, fds, &nfds, &cut);
+    if (n <= 0) _exit(0); /* the server closed its end */
+    int parsed = parse((size_t)n); /* first, whatever else is wrong: an error reply must carry this request's id */
+    int ok = !cut && nfds == 2 && parsed;
+    if (ok && to_spare((size_t)n, fds)) return;
+    int slot = ok ? free_slot() : -1;
     if (!ok || slot < 0) {
         for (int i = 0; i < nfds; i++) close(fds[i]);
         reply(req.id, R_ERROR, 0, ok ? EAGAIN : EINVAL, -1, 0);
@@ -491,16 +613,23 @@ int main(int argc, char **argv) {
     reply(0, R_READY, 0, 0, -1, 0);
     struct pollfd p[MAXRUN + 1];
     for (;;) {
+        /* A spare is made between commands, once the server has had the last one's end: made at once, it took both
+         * CPUs of a small machine from the server while it finished that command. */
+        int spare_wait = !nrunning && spare.pidfd < 0 && !spares_off ? SPARE_DELAY_MS : -1;
         p[0].fd = sock;
         p[0].events = POLLIN;
         for (int k = 0; k < nrunning; k++) {
             p[k + 1].fd = running[k].pidfd;
             p[k + 1].events = POLLIN;
         }
-        int n = poll(p, (nfds_t)nrunning + 1, -1);
+        int n = poll(p, (nfds_t)nrunning + 1, spare_wait);
         if (n < 0) {
             if (errno == EINTR) continue;
             return 1;
+        }
+        if (n == 0) {
+            make_spare();
+            continue;
         }
         for (int k = nrunning - 1; k >= 0; k--)
             if (p[k + 1].revents) reap(k);
