@@ -23,6 +23,7 @@ from tests import live
 from tests.conftest import Harness, text_of
 from tests.test_commands_support import CommandServers, eventually
 from tests.test_sandbox_cwd import READ_ONLY, server_with
+from tests.test_sandbox_escapes import _running
 
 pytestmark = [pytest.mark.anyio,
               pytest.mark.skipif(not bwrap.probe().ok or os.geteuid() != 0 or helper.supervisor_bytes() is None,
@@ -283,6 +284,17 @@ async def test_between_commands_a_spare_namespace_init_waits_and_the_next_comman
     assert not (ws / ".git" / "hooks" / "pre-commit").exists()
     assert not os.path.exists(f"/proc/{spare}")  # the command ran in the spare, which ended with it
     assert await eventually(lambda: len(_spares(h)) == 1 and _spares(h)[0] != spare)  # and the next one is ready
+
+
+async def test_a_daemon_of_a_supervised_command_is_gone_when_its_call_returns(servers: CommandServers) -> None:
+    """The supervisor reports a command's end once it has reaped the command's namespace init, whose end ended
+    every process in the namespace: nothing of it is left when the call returns (so the server hunts no strays of
+    it), not even a daemon that left the session."""
+    h = await _server(servers)
+    marker = f"765.{os.getpid()}"  # a sleep argument only this run makes
+    got = await _sh(h, f"setsid sleep {marker} </dev/null >/dev/null 2>&1 & echo started")
+    assert got["stdout"] == "started\n", got
+    assert not _running(marker)
 
 
 async def test_a_command_with_many_arguments_runs(servers: CommandServers) -> None:

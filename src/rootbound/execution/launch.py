@@ -38,6 +38,9 @@ class Child(Protocol):
     stdout: asyncio.StreamReader
     stderr: asyncio.StreamReader
     exited: asyncio.Event  # set once the process has exited (its output may still be open)
+    # Every process of it lived in a PID namespace that had ended, each one reaped inside it, when `exited` was
+    # set: none can be left, nor become a stray of ours (an orphan is re-parented within its namespace).
+    contained: bool
 
     def returncode(self) -> int | None: ...  # negative: ended by that signal
 
@@ -46,6 +49,8 @@ class Child(Protocol):
 
 class PopenChild:
     """A started `Popen` as the runner drives it: async stdout/stderr, an exit event (a pidfd on the loop)."""
+
+    contained = False  # (a bubblewrap per command: its sandbox's init becomes our zombie, reaped as a stray)
 
     def __init__(self, proc: subprocess.Popen[bytes], loop: asyncio.AbstractEventLoop) -> None:
         self.pid = proc.pid

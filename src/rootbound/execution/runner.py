@@ -96,7 +96,9 @@ async def _cleanup(child: Child, command_id: str, abnormal: bool, registry: grou
             with anyio.move_on_after(groups.KILL_GRACE):
                 await child.exited.wait()
             # The leader is gone, so its daemons are ours now (subreaper): kill them, whatever the ending.
-            if groups.is_subreaper():
+            if child.contained and child.exited.is_set():
+                pass  # none: its processes ended with its namespace, and none could be re-parented to us
+            elif groups.is_subreaper():
                 await registry.stop_strays(command_id)
             elif abnormal:
                 await anyio.to_thread.run_sync(groups.sweep, COMMAND_ID_VAR, command_id)

@@ -111,7 +111,10 @@ def _receive(sock: socket.socket) -> tuple[bytes, list[int], int]:
 
 class SupervisedChild:
     """A command the supervisor started, as the runner drives it: its pipes on the loop, its end from the reply.
-    `pid` is its namespace init's, the leader of its process group (killing it ends every process of it)."""
+    `pid` is its namespace init's, the leader of its process group (killing it ends every process of it).
+    Contained: the supervisor reports its end once it has reaped that init, whose end ended the namespace."""
+
+    contained = True
 
     def __init__(self, pid: int, pidfd: int, out: int, err: int, loop: asyncio.AbstractEventLoop) -> None:
         self.pid = pid
