@@ -428,7 +428,10 @@ static void drop_spare(void) {
 
 static void make_spare(void) {
     int slot = free_slot(), sp[2];
-    if (slot < 0 || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp)) return;
+    if (slot < 0 || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp)) {
+        spares_off = 1; /* (not tried again every 5 ms) */
+        return;
+    }
     int size = MAX_MSG + 4096; /* (a request of up to MAX_MSG, in one message) */
     setsockopt(sp[0], SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
     term_slots[slot] = 0;
