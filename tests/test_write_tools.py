@@ -10,6 +10,7 @@ import stat
 import threading
 from pathlib import Path
 
+import anyio
 import pytest
 
 from tests.conftest import Harness, MakeServer, no_host_path, tr, tree
@@ -31,6 +32,31 @@ async def test_e2e_014_overwrite_replaces_content(server: Harness, workspace: Pa
     assert got["size"] == len("new content") and got["mode"] == "overwrite" and got["created"] is False
     assert got["sha256"] == sha(b"new content")
     assert (await server.ok("read_file", root="workspace", path="existing.txt"))["content"] == "new content"
+
+
+async def test_a_replaced_file_is_let_go(server: Harness, workspace: Path) -> None:
+    """The server holds the file it replaces across the rename (so that the kernel frees it outside the call's path),
+    and then lets it go: no descriptor of the server stays on the old inode, whose space returns to the disk."""
+    target = workspace / "big.bin"
+    target.write_bytes(b"x" * 1_000_000)
+    old = os.stat(target)
+    await server.ok("write_file", root="workspace", path="big.bin", content="new content", mode="overwrite")
+
+    def held() -> list[str]:
+        found = []
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):
+                st = os.stat(f"/proc/self/fd/{fd}")
+                if (st.st_dev, st.st_ino) == (old.st_dev, old.st_ino):
+                    found.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return found
+
+    for _ in range(100):
+        if not held():
+            break
+        await anyio.sleep(0.01)
+    assert held() == []
+    assert target.read_text() == "new content"
 
 
 async def test_overwrite_keeps_mode_bits_and_breaks_hard_links(server: Harness, workspace: Path,

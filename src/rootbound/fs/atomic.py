@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import queue
 import secrets
 import stat
 import threading
@@ -174,13 +175,14 @@ def _link_temp(fd: int, dirfd: int, records: contextlib.ExitStack) -> str:
 
 def write_file(dirfd: int, name: str, fill: Callable[[int], int], *, replace: bool, perms: int,
                owner: tuple[int, int] | None = None, before_commit: Callable[[], None] | None = None,
-               made: Callable[[os.stat_result], None] | None = None) -> int:
+               made: Callable[[os.stat_result], None] | None = None, replacing: bool = False) -> int:
     """Create or replace `name` in `dirfd` with what `fill(fd)` writes; return its size.
 
     Atomic: other processes see the old file or the complete new one, never a part.
     `replace=False` fails with FileExistsError if the name exists (race-free).
     `made` is told the new inode once its data is durable; `before_commit` runs just
     before it becomes visible, and raising there abandons the write.
+    `replacing`: the caller saw a file at `name`; the kernel frees it off this call's path (`_hold`).
     """
     with contextlib.ExitStack() as records:  # closed last: after the temporary name is gone
         fd, tmp = _open_temp(dirfd, records)
@@ -202,7 +204,12 @@ def write_file(dirfd: int, name: str, fill: Callable[[int], int], *, replace: bo
                 tmp = _link_temp(fd, dirfd, records)
             recovery.kill_point("linked")
             if replace:
-                os.rename(tmp, name, src_dir_fd=dirfd, dst_dir_fd=dirfd)
+                old = _hold(dirfd, name) if replacing else None
+                try:
+                    os.rename(tmp, name, src_dir_fd=dirfd, dst_dir_fd=dirfd)
+                finally:
+                    if old is not None:
+                        _close_later(old)
             else:
                 rename_noreplace(dirfd, tmp, dirfd, name)
             tmp = None
@@ -212,6 +219,39 @@ def write_file(dirfd: int, name: str, fill: Callable[[int], int], *, replace: bo
             if tmp is not None:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp, dir_fd=dirfd)
+
+
+# -- a replaced file, freed off the call's path ----------------------------------------------------
+
+_closing: queue.SimpleQueue[int] | None = None
+_closing_guard = threading.Lock()
+
+
+def _hold(dirfd: int, name: str) -> int | None:
+    """A descriptor on what `name` is now (O_PATH: no open of a device or FIFO, the entry itself if a link), or
+    None. Held across a rename over it, it keeps the replaced inode alive: its blocks are freed at the last close,
+    not in the rename (about 0.4 ms for 100 KB on ext4, on the caller's path)."""
+    try:
+        return os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dirfd)
+    except OSError:
+        return None
+
+
+def _close_later(fd: int) -> None:
+    """Close `fd` in a thread of its own (started on first use)."""
+    global _closing
+    with _closing_guard:
+        if _closing is None:
+            _closing = queue.SimpleQueue()
+            threading.Thread(target=_close_each, args=(_closing,), name="rootbound-close", daemon=True).start()
+    _closing.put(fd)
+
+
+def _close_each(fds: queue.SimpleQueue[int]) -> None:
+    while True:
+        fd = fds.get()
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def append(dirfd: int, name: str, data: bytes) -> bool:
@@ -240,7 +280,8 @@ def append(dirfd: int, name: str, data: bytes) -> bool:
             def fill(out: int) -> int:
                 return copy_fd(fd, out, 0, st.st_size) + write_all(out, data)
 
-            write_file(dirfd, name, fill, replace=True, perms=stat.S_IMODE(st.st_mode), owner=(st.st_uid, st.st_gid))
+            write_file(dirfd, name, fill, replace=True, perms=stat.S_IMODE(st.st_mode), owner=(st.st_uid, st.st_gid),
+                       replacing=True)
             return False
         try:
             write_all(fd, data)

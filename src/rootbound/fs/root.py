@@ -570,7 +570,7 @@ class Target:
             try:
                 size = atomic.write_file(self.dirfd, self.name, fill, replace=replace, perms=perms,
                                          owner=atomic.keep_owner(like),
-                                         before_commit=ready if rec.on else before_commit)
+                                         before_commit=ready if rec.on else before_commit, replacing=like is not None)
             except FileExistsError:  # created by another writer between our look and the link
                 raise PathError(op, self.path, Kind.EXISTS) from None
             rec.commit({rel: digest or hashlib.sha256(data).hexdigest()} if rec.on and not callable(data) else None)
