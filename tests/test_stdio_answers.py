@@ -81,3 +81,14 @@ def test_a_request_split_across_writes_is_read_whole(server: RawStdio) -> None:
         server.stdin.write(part)
         server.stdin.flush()
     assert server.recv() == {"jsonrpc": "2.0", "id": 41, "result": {}}
+
+
+def test_lines_that_arrive_together_are_each_answered_in_turn(server: RawStdio) -> None:
+    """Several requests and an unreadable line in one write: every one is answered (the server reads them from
+    the wire as it asks for each next message, the unreadable one answered on the way)."""
+    pings = [json.dumps({"jsonrpc": "2.0", "id": n, "method": "ping"}).encode() for n in (51, 52, 53)]
+    server.stdin.write(pings[0] + b"\n" + b'{"jsonrpc": "2.0", "id": 54,\n' + pings[1] + b"\n" + pings[2] + b"\n")
+    server.stdin.flush()
+    replies = [server.recv() for _ in range(4)]
+    assert sorted(r["id"] for r in replies if "result" in r) == [51, 52, 53]
+    assert [r["error"]["code"] for r in replies if "error" in r] == [-32700]
