@@ -1,7 +1,7 @@
 """Per-call overhead end to end over stdio: rootbound's stat_file, read_file (10 KB) and write_file (100 KB, atomic,
 fsynced, journaled as shipped) beside the SDK's own floor.
 
-    .venv/bin/python bench/per_call.py [--rounds N] [--reference PATH] [--against CHECKOUT]
+    .venv/bin/python bench/per_call.py [--rounds N] [--reference PATH] [--against CHECKOUT] [--echo]
 
 The floor is a lowlevel `Server` of the `mcp` SDK answering a constant `stat_file` result on rootbound's stdio
 transport (bench/_floor_server.py): what any Python MCP server pays per call before doing anything. rootbound runs
@@ -12,6 +12,9 @@ floor. Issue 18 item 2 wants all three at or under the reference server: the tab
 left is the SDK's (the floor) and how much is rootbound's (a write's fsync is not the reference's: it does not
 fsync). Each server's own CPU time per call (user + system, from /proc, summed over the run) is printed too:
 steadier than wall-clock medians on a shared machine.
+
+`--echo` adds `execute_command echo hi` under the default sandbox (a server of its own, with `echo` allowed; with
+`--against`, the other checkout's too): the command path's cost above the same floor.
 
 `--against CHECKOUT` adds another checkout's rootbound (its `src/` first on the import path, run by this
 interpreter: `git worktree add /tmp/before HEAD~1`) for the same three calls: an A/B of a change in one run.
@@ -39,7 +42,7 @@ from mcp.client.stdio import stdio_client
 HERE = Path(__file__).resolve().parent
 
 
-async def run(rounds: int, reference: str | None, against: str | None, work: Path) -> None:
+async def run(rounds: int, reference: str | None, against: str | None, echo: bool, work: Path) -> None:
     (work / "files").mkdir()
     text = "".join(f"line {i:05d} " + "x" * 20 + "\n" for i in range(10240 // 32))
     (work / "files" / "read-10k.txt").write_text(text)
@@ -57,11 +60,20 @@ async def run(rounds: int, reference: str | None, against: str | None, work: Pat
         ("rootbound read_file 10 KB", rootbound, "read_file", rel),
         ("rootbound write_file 100 KB", rootbound, "write_file", {"path": "rb.txt", "content": content}),
     ]
+    commands = work / "rootbound-echo.json"  # (a server of its own: the rows above stay as shipped)
+    commands.write_text(json.dumps({"roots": [{"name": "bench", "path": str(work / "files")}],
+                                    "state_dir": str(work / "state-echo"), "commands": {"allowed": ["echo"]}}))
+    echo_call = {"command": "echo hi", "root": "bench"}  # (run in the root: a cwd outside it gets a bubblewrap)
+    if echo:
+        servers += [("rootbound echo hi (default sandbox)", [*rootbound[:-1], str(commands)], "execute_command",
+                     echo_call)]
     if against:  # `env` puts the other checkout's package first; the rest of the environment as stdio_client's
         other = ["env", f"PYTHONPATH={Path(against).resolve() / 'src'}", *rootbound]
         servers += [("  against: stat_file", other, "stat_file", rel),
                     ("  against: read_file 10 KB", other, "read_file", rel),
                     ("  against: write_file 100 KB", other, "write_file", {"path": "ab.txt", "content": content})]
+        if echo:
+            servers += [("  against: echo hi", [*other[:-1], str(commands)], "execute_command", echo_call)]
     if reference:
         servers += [("reference get_file_info", [reference, str(work)], "get_file_info", absolute),
                     ("reference read_text_file 10 KB", [reference, str(work)], "read_text_file", absolute),
@@ -134,11 +146,13 @@ def main() -> None:
         / "node_modules/.bin/mcp-server-filesystem"
     parser.add_argument("--reference", default=str(default) if default.exists() else None)
     parser.add_argument("--against", help="another checkout of rootbound, for an A/B in the same run")
+    parser.add_argument("--echo", action="store_true",
+                        help="also `execute_command echo hi` under the default sandbox (issue 18 item 3), and against")
     args = parser.parse_args()
     if args.against and not (Path(args.against) / "src" / "rootbound").is_dir():
         parser.error(f"--against {args.against}: no src/rootbound there (a checkout of rootbound is wanted)")
     with tempfile.TemporaryDirectory() as tmp:
-        anyio.run(run, args.rounds, args.reference, args.against, Path(tmp))
+        anyio.run(run, args.rounds, args.reference, args.against, args.echo, Path(tmp))
 
 
 if __name__ == "__main__":
