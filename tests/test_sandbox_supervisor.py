@@ -297,6 +297,16 @@ async def test_a_daemon_of_a_supervised_command_is_gone_when_its_call_returns(se
     assert not _running(marker)
 
 
+async def test_a_supervised_command_holds_no_capability_in_any_set(servers: CommandServers) -> None:
+    """Its bounding set is empty as well (nothing an exec could gain back), and it still runs as the server's user
+    with its own rights: the init drops every capability it has, and only those (a drop of one the set does not
+    hold would only cost a credential copy)."""
+    h = await _server(servers)
+    got = await _sh(h, "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb):' /proc/self/status")
+    caps = dict(line.split(":\t") for line in str(got["stdout"]).splitlines())
+    assert caps == {name: "0" * 16 for name in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")}, got
+
+
 async def test_a_command_with_many_arguments_runs(servers: CommandServers) -> None:
     """supervisor.c takes at most 8192 fields of a kind (MAX_FIELDS): a command with more arguments (17 KB, one
     message) goes to a bubblewrap of its own, which runs it, as a request too large does (it failed to start with

@@ -244,8 +244,11 @@ static void switch_user(const char *item) {
  * already keeps an exec from granting anything, so this is belt and braces, and `CapBnd: 0` says so at a glance.
  * Without CAP_SETPCAP (a non-root server, inside bubblewrap) the first drop fails and it stays as it is. */
 static void drop_bounding_set(void) {
-    for (int c = 0; c < 64; c++)
-        if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0)) break; /* EINVAL past the last capability, EPERM without SETPCAP */
+    for (int c = 0; c < 64; c++) { /* only those in it: each drop copies and commits the credentials */
+        int in = prctl(PR_CAPBSET_READ, c, 0, 0, 0);
+        if (in < 0) break; /* EINVAL: past the last capability this kernel has */
+        if (in && prctl(PR_CAPBSET_DROP, c, 0, 0, 0)) break; /* EPERM without SETPCAP */
+    }
 }
 
 static void drop_capabilities(void) {
