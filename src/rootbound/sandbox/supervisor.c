@@ -55,7 +55,7 @@
 #define MAX_MSG (256 * 1024)
 #define MAX_FIELDS 8192
 #define MAX_CARRY 64
-#define MAXRUN 256
+#define MAXRUN 257 /* commands running at once (supervisor.py's MAX_RUNNING), and the spare */
 #define SPARE_DELAY_MS 5 /* quiet for that long after a command's end: the spare G is made */
 #define CAP_DAC_READ_SEARCH 2
 
@@ -194,7 +194,8 @@ static void enter_cwd(const char *item) {
 static void drop_caps(uint32_t keep) {
     for (int c = 0; c <= 63; c++) { /* only those in it: each drop copies and commits the credentials */
         int in = prctl(PR_CAPBSET_READ, c, 0, 0, 0);
-        if (in < 0) break; /* EINVAL: past the last capability this kernel has */
+        if (in < 0 && errno == EINVAL) break; /* past the last capability this kernel has */
+        if (in < 0) confine_error("PR_CAPBSET_READ");
         if (in && prctl(PR_CAPBSET_DROP, c, 0, 0, 0)) confine_error("PR_CAPBSET_DROP");
     }
     if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)) confine_error("PR_CAP_AMBIENT_CLEAR_ALL");
@@ -412,7 +413,11 @@ static void spare_init(int from) {
     if (send(from, &ready, 1, MSG_NOSIGNAL) != 1) _exit(0);
     int fds[2] = {-1, -1}, nfds, cut;
     ssize_t n = receive(from, fds, &nfds, &cut);
-    if (n <= 0 || cut || nfds != 2) _exit(0); /* the supervisor ended (or let it go): no command, nothing to say */
+    if (n == 0) _exit(0); /* the supervisor ended, or let it go: no command */
+    if (n < 0 || cut || nfds != 2) { /* its command was started (STARTED is sent) and cannot run: say so, 126 */
+        if (nfds == 2) dup2(fds[1], 2);
+        fail("the command could not be handed to its namespace; nothing was run. Try again");
+    }
     close(from);
     int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(fds[0], 1) < 0 || dup2(fds[1], 2) < 0) _exit(126);
