@@ -387,6 +387,21 @@ static long clone_init(int *pidfd) {
     return syscall(SYS_clone3, &ca, sizeof ca);
 }
 
+/* A new G in `slot`, with its pidfd; in the child (0 returned) the server's socket is closed already. */
+static long fork_g(int slot, int *pidfd) {
+    term_slots[slot] = 0;
+    slot_of_g = slot;
+    long pid = clone_init(pidfd);
+    if (pid == 0) close(sock); /* never the command's */
+    return pid;
+}
+
+/* A G's stdin from /dev/null; stdout and stderr the command's pipes. */
+static void command_stdio(const int fds[2]) {
+    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(fds[0], 1) < 0 || dup2(fds[1], 2) < 0) _exit(126);
+}
+
 /* The spare G: made while no command runs (new namespaces, its session, its own mounts: about a millisecond, most
  * of a start), it waits on a socketpair of its own for the next request, which the supervisor forwards as it came
  * (with the command's stdout and stderr), once the spare has said it is ready. A spare that is not ready yet is
@@ -419,8 +434,7 @@ static void spare_init(int from) {
         fail("the command could not be handed to its namespace; nothing was run. Try again");
     }
     close(from);
-    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(fds[0], 1) < 0 || dup2(fds[1], 2) < 0) _exit(126);
+    command_stdio(fds);
     if (!parse((size_t)n)) fail("bad request"); /* (the supervisor parsed these very bytes) */
     run_request();
 }
@@ -442,12 +456,9 @@ static void make_spare(void) {
     }
     int size = MAX_MSG + 4096; /* (a request of up to MAX_MSG, in one message) */
     setsockopt(sp[0], SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
-    term_slots[slot] = 0;
-    slot_of_g = slot;
     int pidfd = -1;
-    long pid = clone_init(&pidfd);
+    long pid = fork_g(slot, &pidfd);
     if (pid == 0) {
-        close(sock); /* never the command's */
         close(sp[0]);
         spare_init(sp[1]);
     }
@@ -511,14 +522,10 @@ static void start(void) {
         reply(req.id, R_ERROR, 0, ok ? EAGAIN : EINVAL, -1, 0);
         return;
     }
-    term_slots[slot] = 0;
-    slot_of_g = slot;
     int pidfd = -1;
-    long pid = clone_init(&pidfd);
+    long pid = fork_g(slot, &pidfd);
     if (pid == 0) {
-        close(sock); /* never the command's */
-        int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(fds[0], 1) < 0 || dup2(fds[1], 2) < 0) _exit(126);
+        command_stdio(fds);
         namespace_init();
     }
     int err = errno;
