@@ -240,15 +240,18 @@ static void switch_user(const char *item) {
     if (setresuid((uid_t)uid, (uid_t)uid, (uid_t)uid)) confine_error("setresuid");
 }
 
-/* The bounding set, where this process may empty it (a root server's commands under Landlock alone): no_new_privs
- * already keeps an exec from granting anything, so this is belt and braces, and `CapBnd: 0` says so at a glance.
- * Without CAP_SETPCAP (a non-root server, inside bubblewrap) the first drop fails and it stays as it is. */
-static void drop_bounding_set(void) {
-    for (int c = 0; c < 64; c++) { /* only those in it: each drop copies and commits the credentials */
+/* Empty the bounding set: each capability in it dropped (only those: a drop copies and commits the credentials);
+ * 0 when done, -1 (errno) when a look or a drop failed (EPERM without CAP_SETPCAP). The supervisor's G and X need
+ * it done. Here it is belt and braces, where this process may (a root server's commands under Landlock alone):
+ * no_new_privs already keeps an exec from granting anything, and `CapBnd: 0` says so at a glance; without
+ * CAP_SETPCAP (a non-root server, inside bubblewrap) the first drop fails and the set stays as it is. */
+static int drop_bounding_set(void) {
+    for (int c = 0; c < 64; c++) {
         int in = prctl(PR_CAPBSET_READ, c, 0, 0, 0);
-        if (in < 0) break; /* EINVAL: past the last capability this kernel has */
-        if (in && prctl(PR_CAPBSET_DROP, c, 0, 0, 0)) break; /* EPERM without SETPCAP */
+        if (in < 0) return errno == EINVAL ? 0 : -1; /* EINVAL: past the last capability this kernel has */
+        if (in && prctl(PR_CAPBSET_DROP, c, 0, 0, 0)) return -1;
     }
+    return 0;
 }
 
 static void drop_capabilities(void) {
@@ -354,7 +357,7 @@ int main(int argc, char **argv) {
     }
     /* Built before the user switch: the rules' paths are opened with the launcher's permissions. */
     int ruleset = abi ? build_ruleset(abi, network, &rules) : -1;
-    drop_bounding_set(); /* (before the user switch takes CAP_SETPCAP away) */
+    (void)drop_bounding_set(); /* (before the user switch takes CAP_SETPCAP away) */
     if (user) switch_user(user);
     drop_capabilities();
     for (int k = 0; k < nhome; k++) make_home(home[k]);

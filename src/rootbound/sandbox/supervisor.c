@@ -192,12 +192,7 @@ static void enter_cwd(const char *item) {
 /* Capabilities: the bounding set emptied (needs CAP_SETPCAP, so first: nothing can be gained again by an exec),
  * then every set down to `keep` (capabilities below 32), permitted and effective. */
 static void drop_caps(uint32_t keep) {
-    for (int c = 0; c <= 63; c++) { /* only those in it: each drop copies and commits the credentials */
-        int in = prctl(PR_CAPBSET_READ, c, 0, 0, 0);
-        if (in < 0 && errno == EINVAL) break; /* past the last capability this kernel has */
-        if (in < 0) confine_error("PR_CAPBSET_READ");
-        if (in && prctl(PR_CAPBSET_DROP, c, 0, 0, 0)) confine_error("PR_CAPBSET_DROP");
-    }
+    if (drop_bounding_set()) confine_error("emptying the bounding set");
     if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)) confine_error("PR_CAP_AMBIENT_CLEAR_ALL");
     struct cap_header h = {CAP_VERSION_3, 0};
     struct cap_data d[2];
