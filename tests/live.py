@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -118,9 +118,10 @@ def post_unread(base: str, body: dict[str, Any], headers: dict[str, str]) -> soc
 class RawStdio:
     """`rootbound` over stdio with nothing in between: the test writes lines and reads lines."""
 
-    def __init__(self, args: list[str], stderr: Path, env: dict[str, str] | None = None) -> None:
-        self.stderr_path = stderr
-        with open(stderr, "wb") as err:
+    def __init__(self, args: list[str], stderr: Path | int, env: dict[str, str] | None = None) -> None:
+        """`stderr`: a file for the server's log, or a descriptor (a pipe's end the test reads, or does not)."""
+        self.stderr_path = stderr if isinstance(stderr, Path) else None
+        with open(stderr, "wb") if isinstance(stderr, Path) else nullcontext(stderr) as err:
             self.proc = subprocess.Popen([ROOTBOUND, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=err, env=env or clean_env())
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -163,6 +164,7 @@ class RawStdio:
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
     def stderr(self) -> str:
+        assert self.stderr_path is not None, "the server's stderr is a descriptor of the test's"
         return self.stderr_path.read_text(errors="replace")
 
     def stop(self) -> None:
@@ -174,7 +176,7 @@ class RawStdio:
 
 
 @contextmanager
-def raw_stdio(args: list[str], stderr: Path, env: dict[str, str] | None = None) -> Iterator[RawStdio]:
+def raw_stdio(args: list[str], stderr: Path | int, env: dict[str, str] | None = None) -> Iterator[RawStdio]:
     server = RawStdio(args, stderr, env)
     try:
         yield server

@@ -8,11 +8,11 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Mapping
-from contextlib import nullcontext
 from contextvars import ContextVar
 from itertools import islice
-from typing import Any, TextIO
+from typing import Any
 
+from rootbound.logsink import StderrSink
 from rootbound.scopes import scoped
 
 __all__ = ["VALUE_LIMIT", "attributed", "caller_fields", "configure_logging", "log", "log_fields", "log_tool_call",
@@ -148,12 +148,13 @@ def configure_logging(level: str = "INFO", human: bool = False) -> None:
     logging._srcfile = None
     logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     global _json_handler
-    handler = logging.StreamHandler(sys.stderr)
+    sink = _stderr_sink()
+    handler: logging.Handler = sink or logging.StreamHandler(sys.stderr)
     handler.setFormatter(HumanFormatter() if human else JsonFormatter())
     handler.addFilter(_ShutdownCancels())
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    _json_handler = None if human else handler
+    _json_handler = None if human else sink
     # Libraries: warnings only, so a tool-call line is not buried (and nothing below the chosen level).
     root.setLevel(max(logging.WARNING, logging.getLevelName(level.upper())))
     log.setLevel(level.upper())
@@ -166,7 +167,20 @@ def configure_logging(level: str = "INFO", human: bool = False) -> None:
 # calls (what the machine's caches have forgotten since the last call is paid again on each).
 # (Handing lines to a thread of their own was measured too: the thread's wake-up and the GIL's hand-over cost
 # more than the formatting it took off the call's path.)
-_json_handler: logging.StreamHandler[TextIO] | None = None
+_json_handler: StderrSink | None = None
+
+
+def _stderr_sink() -> StderrSink | None:
+    """A sink on the process's stderr descriptor (lines never wait for its reader: `logsink`); None when
+    `sys.stderr` is not the process's stderr (an embedding program replaced it), which then gets the lines."""
+    try:
+        fd = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
+    if fd != 2:
+        return None
+    sys.stderr.flush()  # (anything printed before goes first)
+    return StderrSink(fd)
 
 
 def log_tool_call(tool: str, root: str | None, path: str | None, outcome: str, duration_ms: float,
@@ -193,9 +207,4 @@ def log_fields(level: int, msg: str, fields: dict[str, Any]) -> None:
     now = time.time()
     text = _encode(formatter.line(now, (now - int(now)) * 1000, logging.getLevelName(level), log.name, msg, fields,
                                   _caller.get()))
-    with handler.lock or nullcontext():  # one line at a time with the other threads' lines
-        try:
-            handler.stream.write(text + "\n")
-            handler.stream.flush()
-        except (OSError, ValueError):  # stderr closed or broken: the call goes on without its line
-            pass
+    handler.write_line(text)  # (never waits: a reader that stopped reading cannot stop the call)

@@ -10,19 +10,16 @@ It replaces the SDK's `stdio_server` for two reasons:
 
 File status flags are never changed: stdin and stdout may be a terminal shared with the user's shell,
 which must not be left non-blocking. A blocking descriptor is safe here because we read only after
-readiness (one reader: the data is there) and write with RWF_NOWAIT (a per-call non-blocking write),
-or where that is refused, at most PIPE_BUF bytes after readiness (a pipe or socket that reports room
-takes that much without waiting). Descriptors the kernel cannot poll (a regular file, /dev/null) never
-block anyway, and are used directly. Never blocking on a write matters: a client busy writing a big
-request while we write a big reply must still find us reading.
+readiness (one reader: the data is there) and write without waiting (`rootbound.outlet`). Descriptors the
+kernel cannot poll (a regular file, /dev/null) never block anyway, and are used directly. Never blocking
+on a write matters: a client busy writing a big request while we write a big reply must still find us
+reading.
 """
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import os
-import select
 import signal
 from collections import deque
 from collections.abc import AsyncIterator
@@ -36,6 +33,7 @@ from mcp.shared.message import SessionMessage
 
 from rootbound.execution.output import heap_grew, trim_heap
 from rootbound.logs import log
+from rootbound.outlet import Outlet
 from rootbound.server.app import App
 from rootbound.server.inbound import Refusal, read_line
 from rootbound.server.signals import STOP_SIGNALS
@@ -43,7 +41,6 @@ from rootbound.server.signals import STOP_SIGNALS
 __all__ = ["serve_stdio", "serve_stdio_until_signal", "stdio_transport"]
 
 READ_SIZE = 1 << 16
-WRITE_CHUNK = select.PIPE_BUF  # 4096 on Linux: one page, which a pipe that polls writable always has
 PIPE_SIZE = 1 << 20  # the unprivileged maximum by default (/proc/sys/fs/pipe-max-size)
 BIG_REPLY = 1 << 20  # bytes: once a reply this big has left, the heap's free pages go back (`trim_heap`)
 DRAIN_SECONDS = 2.0  # how long replies already queued may take to leave once the server has stopped
@@ -63,9 +60,7 @@ class _Wire:
         self._poll_stdin = True
         with suppress(OSError):  # a pipe (not a socket or terminal): room for a big reply in one write
             fcntl.fcntl(self.stdout, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
-        self._out_mode = "nowait"  # "nowait" (RWF_NOWAIT), "chunks" (PIPE_BUF after readiness) or "plain"
-        self._poll = select.poll()
-        self._poll.register(self.stdout, select.POLLOUT)
+        self._out = Outlet(self.stdout)
 
     def close(self) -> None:
         os.dup2(self.stdin, 0)
@@ -96,7 +91,7 @@ class _Wire:
         one system call when the descriptor takes them: a reply that arrives in two writes wakes the client twice."""
         views = [memoryview(part) for part in parts if part]
         while views:
-            written = self._write_now(views)
+            written = self._out.write_now(views)
             while written and views:  # drop what was written, whole parts first
                 if written >= len(views[0]):
                     written -= len(views[0])
@@ -104,31 +99,8 @@ class _Wire:
                 else:
                     views[0], written = views[0][written:], 0
             if views and not written:
-                try:
-                    await anyio.wait_writable(self.stdout)
-                except PermissionError:  # a regular file: epoll refuses it, and writing it never waits
-                    self._out_mode = "plain"
+                await anyio.wait_writable(self.stdout)
         await anyio.lowlevel.checkpoint()
-
-    def _write_now(self, views: list[memoryview]) -> int:
-        """Write what the descriptor takes of `views` without waiting; 0 if it is full."""
-        if self._out_mode == "nowait":  # one call per reply while the client keeps up (Linux 4.14+)
-            try:
-                return os.pwritev(self.stdout, views, -1, os.RWF_NOWAIT)
-            except BlockingIOError:
-                return 0
-            except OSError as exc:
-                if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ESPIPE):
-                    raise
-                self._out_mode = "chunks"  # a terminal, or an older kernel
-        if self._out_mode == "plain":
-            return os.write(self.stdout, views[0])
-        if not any(event & select.POLLOUT for _, event in self._poll.poll(0)):
-            return 0
-        try:
-            return os.write(self.stdout, views[0][:WRITE_CHUNK])
-        except BlockingIOError:
-            return 0
 
 
 class _Inbound:

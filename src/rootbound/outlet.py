@@ -1,0 +1,67 @@
+"""Writes that never wait, to a descriptor whose reader may not be reading: the client's stdout (the replies) and
+the server's stderr (the log).
+
+A blocking write to a full pipe waits for the reader; on the event loop, that stops every call. The descriptors'
+file status flags are never changed (stdout or stderr may be a terminal shared with the user's shell, which must
+not be left non-blocking), so each write is made non-blocking on its own: with RWF_NOWAIT (Linux 4.14+; pipes take
+it), or where the kernel refuses that (a terminal, an older kernel), at most PIPE_BUF bytes once poll reports room
+(a pipe or socket that reports room takes that much without waiting). A descriptor the kernel cannot poll (a
+regular file, /dev/null) never keeps a writer waiting for a reader, and is written plainly.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import select
+import stat
+from typing import Final, Literal
+
+__all__ = ["CHUNK", "Outlet"]
+
+CHUNK: Final = select.PIPE_BUF  # 4096 on Linux: one page, which a pipe that polls writable always has room for
+
+Mode = Literal["nowait", "chunks", "plain"]
+
+
+class Outlet:
+    """One descriptor, written without waiting: `write_now` takes what it can at once and says how much."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        kind = os.fstat(fd).st_mode
+        # "nowait": RWF_NOWAIT; "chunks": PIPE_BUF after readiness; "plain": a file or device that never waits on
+        # a reader (a terminal is polled: its reader can stop, with Ctrl-S)
+        self.mode: Mode = "nowait" if stat.S_ISFIFO(kind) or stat.S_ISSOCK(kind) or stat.S_ISCHR(kind) else "plain"
+
+    @property
+    def waits_for_a_reader(self) -> bool:
+        """False for a descriptor a plain write serves at once (a regular file): nothing needs to wait for room."""
+        return self.mode != "plain"
+
+    def write_now(self, views: list[memoryview]) -> int:
+        """Write what the descriptor takes of `views`, in order, without waiting; 0 if it has no room."""
+        if self.mode == "nowait":  # one call for all the parts while the reader keeps up
+            try:
+                return os.pwritev(self.fd, views, -1, os.RWF_NOWAIT)
+            except BlockingIOError:
+                return 0
+            except OSError as exc:
+                if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ESPIPE):
+                    raise
+                self.mode = "chunks"  # a terminal, or an older kernel
+        if self.mode == "plain":
+            return os.write(self.fd, views[0])
+        if not self.has_room(0):
+            return 0
+        try:
+            return os.write(self.fd, views[0][:CHUNK])
+        except BlockingIOError:  # someone else made the descriptor non-blocking, and filled it first
+            return 0
+
+    def has_room(self, timeout_ms: int | None) -> bool:
+        """Whether the descriptor can take a write (or has failed: the write will say how), waiting at most
+        `timeout_ms` (None: until it can)."""
+        poll = select.poll()  # (one per wait: a poll object cannot wait in two threads at once)
+        poll.register(self.fd, select.POLLOUT)
+        return any(event & (select.POLLOUT | select.POLLERR | select.POLLHUP) for _, event in poll.poll(timeout_ms))
