@@ -6,12 +6,12 @@ fsynced, journaled as shipped) beside the SDK's own floor.
 The floor is a lowlevel `Server` of the `mcp` SDK answering a constant `stat_file` result on rootbound's stdio
 transport (bench/_floor_server.py): what any Python MCP server pays per call before doing anything. rootbound runs
 from this checkout on a temp folder. With `--reference` (the reference filesystem server's executable, as
-bench/peers.py installs it into ~/.cache/rootbound-bench), it takes its turn too. All are driven by the SDK
-client, one call at a time, round-robin in one run; medians and p90s in ms, and each row's distance from the
-floor. Issue 18 item 2 wants all three at or under the reference server: the table shows how much of what is
-left is the SDK's (the floor) and how much is rootbound's (a write's fsync is not the reference's: it does not
-fsync). Each server's own CPU time per call (user + system, from /proc, summed over the run) is printed too:
-steadier than wall-clock medians on a shared machine.
+bench/peers.py installs it into ~/.cache/rootbound-bench), it takes its turn too. All are driven by the SDK client,
+one call at a time, round-robin in one run (in a new random order each round); medians and p90s in ms, and each
+row's distance from the floor. Issue 18 item 2 wants all three at or under the reference server: the table shows how
+much of what is left is the SDK's (the floor) and how much is rootbound's (a write's fsync is not the reference's:
+it does not fsync). Each server's own CPU time per call (user + system, from /proc, summed over the run) is printed
+too: steadier than wall-clock medians on a shared machine.
 
 `--echo` adds `execute_command echo hi` under the default sandbox (a server of its own, with `echo` allowed; with
 `--against`, the other checkout's too): the command path's cost above the same floor.
@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -93,9 +94,13 @@ async def run(rounds: int, reference: str | None, against: str | None, echo: boo
             pids[label] = min(_children() - before)
         times: dict[str, list[float]] = {label: [] for label, *_ in sessions}
         cpu: dict[str, float] = {}
+        shuffler = random.Random(18)
         for round_no in range(rounds + 30):
             if round_no == 30:
                 cpu = {label: -_cpu_seconds(pid) for label, pid in pids.items()}
+            # A random order each round: a row must not always follow the same one (a write's fsync and its
+            # journal's note, finishing after the reply, slowed whichever call came next: always the same one).
+            shuffler.shuffle(sessions)
             for label, session, tool, args in sessions:
                 start = time.perf_counter()
                 result = await session.call_tool(tool, args)

@@ -5,8 +5,8 @@ A blocking write to a full pipe waits for the reader; on the event loop, that st
 file status flags are never changed (stdout or stderr may be a terminal shared with the user's shell, which must
 not be left non-blocking), so each write is made non-blocking on its own: with RWF_NOWAIT (Linux 4.14+; pipes take
 it), or where the kernel refuses that (a terminal, an older kernel), at most PIPE_BUF bytes once poll reports room
-(a pipe or socket that reports room takes that much without waiting). A descriptor the kernel cannot poll (a
-regular file, /dev/null) never keeps a writer waiting for a reader, and is written plainly.
+(a pipe or terminal that reports room takes that much without waiting). Anything else (a regular file, /dev/null)
+never keeps a writer waiting for a reader, and is written plainly.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ __all__ = ["CHUNK", "Outlet"]
 
 CHUNK: Final = select.PIPE_BUF  # 4096 on Linux: one page, which a pipe that polls writable always has room for
 
+_WRITABLE: Final = select.POLLOUT | select.POLLERR | select.POLLHUP  # room, or an end the next write reports
+
 Mode = Literal["nowait", "chunks", "plain"]
 
 
@@ -30,14 +32,12 @@ class Outlet:
     def __init__(self, fd: int) -> None:
         self.fd = fd
         kind = os.fstat(fd).st_mode
-        # "nowait": RWF_NOWAIT; "chunks": PIPE_BUF after readiness; "plain": a file or device that never waits on
-        # a reader (a terminal is polled: its reader can stop, with Ctrl-S)
-        self.mode: Mode = "nowait" if stat.S_ISFIFO(kind) or stat.S_ISSOCK(kind) or stat.S_ISCHR(kind) else "plain"
-
-    @property
-    def waits_for_a_reader(self) -> bool:
-        """False for a descriptor a plain write serves at once (a regular file): nothing needs to wait for room."""
-        return self.mode != "plain"
+        # "nowait": RWF_NOWAIT (pipes, sockets); "chunks": PIPE_BUF after readiness (a terminal, whose reader can
+        # stop with Ctrl-S, and which refuses RWF_NOWAIT); "plain": a file or device that never waits on a reader
+        self.mode: Mode = "nowait" if stat.S_ISFIFO(kind) or stat.S_ISSOCK(kind) \
+            else "chunks" if os.isatty(fd) else "plain"
+        self._poll = select.poll()  # (for `write_now`'s look, by the one writer at a time)
+        self._poll.register(fd, select.POLLOUT)
 
     def write_now(self, views: list[memoryview]) -> int:
         """Write what the descriptor takes of `views`, in order, without waiting; 0 if it has no room."""
@@ -52,9 +52,9 @@ class Outlet:
                 self.mode = "chunks"  # a terminal, or an older kernel
         if self.mode == "plain":
             return os.write(self.fd, views[0])
-        if not self.has_room(0):
+        if not any(event & _WRITABLE for _, event in self._poll.poll(0)):
             return 0
-        try:
+        try:  # (with room, or failed: a reader that left makes the write fail at once, EPIPE or EIO)
             return os.write(self.fd, views[0][:CHUNK])
         except BlockingIOError:  # someone else made the descriptor non-blocking, and filled it first
             return 0
@@ -64,4 +64,4 @@ class Outlet:
         `timeout_ms` (None: until it can)."""
         poll = select.poll()  # (one per wait: a poll object cannot wait in two threads at once)
         poll.register(self.fd, select.POLLOUT)
-        return any(event & (select.POLLOUT | select.POLLERR | select.POLLHUP) for _, event in poll.poll(timeout_ms))
+        return any(event & _WRITABLE for _, event in poll.poll(timeout_ms))
