@@ -54,6 +54,8 @@ CASES = [
     pytest.param(ROOT + "allowed_hosts: ['https://mcp.example.com']\n",
                  ["allowed_hosts: 'https://mcp.example.com' is not a host name: write it without scheme or path",
                   "go in allowed_origins"], id="url-as-host"),
+    pytest.param(ROOT + "allowed_hosts: [\"evil.example\\n:443\"]\n",  # a newline inside: `$` let it through
+                 ["allowed_hosts: 'evil.example\\n:443' is not a valid host name"], id="newline-in-host"),
     pytest.param(ROOT + "allowed_origins: ['mcp.example.com']\n",
                  ["allowed_origins: 'mcp.example.com' is not an origin: write scheme://host[:port]"],
                  id="host-as-origin"),

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 
 __all__ = ["check_host", "check_origin", "host_patterns", "origin_patterns", "url_host"]
 
-_NAME = re.compile(r"^[a-z0-9_-]+(\.[a-z0-9_-]+)*$")  # DNS names, IPv4, and container names (with _)
+_NAME = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*")  # DNS names, IPv4, and container names (with _)
 _DEFAULT_PORTS = {"http": "80", "https": "443"}
 
 
@@ -47,7 +47,7 @@ def _split(entry: str) -> tuple[str, str | None]:
     else:
         host, _, port_text = text.partition(":")
         port = port_text if ":" in text else None
-        if not _NAME.match(host):
+        if not _NAME.fullmatch(host):  # (not `$`, which also matches before a last newline)
             raise ValueError(f"{entry!r} is not a valid host name (letters, digits, '-', '_' and '.'; e.g. "
                              "\"mcp.example.com\" or \"mcp.example.com:443\")")
     if port is not None and port != "*" and not (port.isdigit() and 0 < int(port) < 65536):
@@ -82,7 +82,7 @@ def host_patterns(entries: Iterable[str]) -> list[str]:
 
 def _split_origin(entry: str) -> tuple[str, str, str | None]:
     scheme, sep, rest = entry.strip().lower().partition("://")
-    if not sep or not scheme or not re.match(r"^[a-z][a-z0-9+.-]*$", scheme):
+    if not sep or not scheme or not re.fullmatch(r"[a-z][a-z0-9+.-]*", scheme):
         raise ValueError(f"{entry!r} is not an origin: write scheme://host[:port], e.g. "
                          "\"https://app.example.com\" (host names alone go in allowed_hosts)")
     host, port = _split(rest.rstrip("/"))
