@@ -56,6 +56,9 @@ CASES = [
                   "go in allowed_origins"], id="url-as-host"),
     pytest.param(ROOT + "allowed_hosts: [\"evil.example\\n:443\"]\n",  # a newline inside: `$` let it through
                  ["allowed_hosts: 'evil.example\\n:443' is not a valid host name"], id="newline-in-host"),
+    pytest.param(ROOT + "allowed_hosts: ['a.example:\u0664\u0664\u0663']\n",  # Arabic-Indic digits: isdigit() said yes
+                 ["allowed_hosts: 'a.example:\u0664\u0664\u0663': the port must be a number from 1 to 65535, or *"],
+                 id="non-ascii-port"),
     pytest.param(ROOT + "allowed_origins: ['mcp.example.com']\n",
                  ["allowed_origins: 'mcp.example.com' is not an origin: write scheme://host[:port]"],
                  id="host-as-origin"),

@@ -7,10 +7,14 @@ every call waited for a reader that never came.
 
 from __future__ import annotations
 
-import contextlib
+import fcntl
 import json
 import os
+import pty
 import select
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -27,13 +31,21 @@ CALLS = 600  # ~200 KB of tool-call lines: three times what a pipe holds
 
 @pytest.fixture
 def log_pipe() -> Iterator[tuple[int, int]]:
+    """A pipe (read end, write end); a test that closes an end itself sets it in `closed` first."""
     read, write = os.pipe()
-    try:
-        yield read, write
-    finally:
-        for fd in (read, write):
-            with contextlib.suppress(OSError):  # (a test may have closed one already)
-                os.close(fd)
+    yield read, write
+    for fd in (read, write):
+        if fd not in closed:
+            os.close(fd)
+    closed.clear()
+
+
+closed: set[int] = set()
+
+
+def close(fd: int) -> None:
+    closed.add(fd)
+    os.close(fd)
 
 
 def read_lines(fd: int, until: str, timeout: float = 20) -> list[str]:
@@ -56,7 +68,7 @@ def test_calls_go_on_while_nobody_reads_the_log_and_the_log_follows_once_read(
     (tmp_path / "ws" / "a.txt").write_text("a\n")
     (tmp_path / "ws" / "last.txt").write_text("last\n")
     with raw_stdio(["--root", f"ws={tmp_path / 'ws'}"], write) as server:
-        os.close(write)  # (the server holds the only writing end)
+        close(write)  # (the server holds the only writing end)
         server.initialize()
         for n in range(CALLS):
             server.send(call("stat_file", {"path": "a.txt"}, 100 + n))
@@ -74,7 +86,7 @@ def test_a_server_whose_log_is_never_read_still_exits_promptly(tmp_path: Path, l
     _, write = log_pipe
     (tmp_path / "ws").mkdir()
     with raw_stdio(["--root", f"ws={tmp_path / 'ws'}"], write) as server:
-        os.close(write)
+        close(write)
         server.initialize()
         for n in range(CALLS):
             server.send(call("stat_file", {"path": "missing.txt"}, 100 + n))
@@ -117,11 +129,114 @@ def test_a_reader_that_goes_away_costs_the_log_nothing(log_pipe: tuple[int, int]
     for n in range(1000):  # ~100 KB: a backlog, and its writer thread
         sink.write_line(json.dumps({"n": n, "text": "y" * 100}))
     assert sink.backlog_bytes > 0
-    os.close(read)  # the reader leaves without reading: EPIPE from now on
+    writer = sink.writer
+    assert writer is not None
+    close(read)  # the reader leaves without reading: EPIPE from now on
     for _ in range(10):
         sink.write_line("after the reader left")  # no exception, no wait
-    deadline = time.monotonic() + 5
-    while sink.backlog_bytes and time.monotonic() < deadline:
-        time.sleep(0.01)
+    writer.join(timeout=5)
+    assert not writer.is_alive() and sink.writer is None
     assert sink.backlog_bytes == 0
-    assert not [t for t in threading.enumerate() if t.name == "rootbound-log"]
+
+
+def test_lines_logged_from_within_a_write_are_written_once_whole_and_in_order(log_pipe: tuple[int, int]) -> None:
+    """A signal handler (or a finalizer) that logs runs between any two steps of a write in progress on the same
+    thread; its lines wait for that write to finish. A timer signal every 50 µs here, while a slow reader drains."""
+    read, write = log_pipe
+    sink = sink_on(write)
+    got = bytearray()
+    done = threading.Event()
+
+    def reader() -> None:
+        while not done.is_set() or select.select([read], [], [], 0.2)[0]:
+            if select.select([read], [], [], 0.05)[0]:
+                got.extend(os.read(read, 4096))
+                time.sleep(0.001)
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    handled = [0]
+
+    def on_alarm(signum: int, frame: object) -> None:
+        handled[0] += 1
+        sink.write_line(json.dumps({"from": "handler", "n": handled[0]}))
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, 50e-6, 50e-6)
+    try:
+        for n in range(20_000):
+            sink.write_line(json.dumps({"from": "main", "n": n, "pad": "z" * 40}))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    sink.write_line('{"from": "end"}')
+    deadline = time.monotonic() + 30
+    while b'{"from": "end"}' not in got and time.monotonic() < deadline:
+        time.sleep(0.01)
+    done.set()
+    thread.join()
+    entries = [json.loads(line) for line in got.decode().splitlines()]  # every line whole
+    main = [e["n"] for e in entries if e.get("from") == "main"]
+    from_handler = [e["n"] for e in entries if e.get("from") == "handler"]
+    dropped = sum(e.get("dropped", 0) for e in entries)
+    assert handled[0] > 100, "the timer did not interrupt the writes"
+    assert main == sorted(set(main))  # once each, in order
+    assert len(from_handler) == len(set(from_handler))  # once each (a handler can interrupt one: not in order)
+    assert len(main) + len(from_handler) + dropped == 20_000 + handled[0]  # each written, or counted
+
+
+FULL_DISK = """
+import json, os, resource, sys
+from rootbound.logs import JsonFormatter
+from rootbound.logsink import StderrSink
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+sink = StderrSink(fd)
+sink.setFormatter(JsonFormatter())
+sink.write_line(json.dumps({"n": "before", "pad": "a" * 300}))
+resource.setrlimit(resource.RLIMIT_FSIZE, (500, resource.RLIM_INFINITY))  # the file cannot grow past 500 bytes
+for n in range(5):
+    sink.write_line(json.dumps({"n": n, "pad": "b" * 300}))  # the first goes out in part, then EFBIG
+resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))  # room again
+sink.write_line(json.dumps({"n": "after"}))
+print("ok")
+"""
+
+
+def test_a_write_that_fails_drops_lines_counts_them_and_the_log_goes_on(tmp_path: Path) -> None:
+    """A full disk (here: a file size limit) is not the end of the log: what could not be written is counted, the
+    line cut short by it is ended, and the next lines are written."""
+    log_file = tmp_path / "server.log"
+    done = subprocess.run([sys.executable, "-c", FULL_DISK, str(log_file)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.stdout.strip() == "ok", done.stderr
+    lines = log_file.read_text().splitlines()
+    assert json.loads(lines[0])["n"] == "before"
+    assert lines[1].startswith('{"n": 0') and not lines[1].endswith("}")  # cut by the limit, and ended there
+    notice, after = json.loads(lines[2]), json.loads(lines[3])
+    assert notice["msg"].startswith("log lines dropped") and notice["dropped"] == 5
+    assert after == {"n": "after"} and len(lines) == 4
+
+
+def test_a_terminal_that_is_not_read_never_holds_a_line(log_pipe: tuple[int, int]) -> None:
+    """A terminal refuses RWF_NOWAIT, and a page written when poll says room can still wait; the sink writes a
+    terminal through a non-blocking open of its own (the terminal's flags, shared with the shell, stay)."""
+    master, slave = pty.openpty()
+    try:
+        flags = fcntl.fcntl(slave, fcntl.F_GETFL)
+        sink = sink_on(slave)
+        started = time.monotonic()
+        for n in range(3_000):  # ~200 KB: far more than the terminal holds
+            sink.write_line(json.dumps({"n": n, "pad": "t" * 50}))
+        assert time.monotonic() - started < 5
+        assert fcntl.fcntl(slave, fcntl.F_GETFL) == flags  # (not made non-blocking)
+        got = b""
+        while b'"n": 2999' not in got:
+            assert select.select([master], [], [], 10)[0], "the backlog did not follow"
+            got += os.read(master, 1 << 16)
+        lines = got.decode().replace("\r\n", "\n").split("\n")
+        kept = [json.loads(line) for line in lines if line.startswith('{"n"')]
+        assert [entry["n"] for entry in kept] == list(range(3_000))
+        sink.close()
+    finally:
+        os.close(master)
+        os.close(slave)

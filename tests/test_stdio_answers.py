@@ -7,13 +7,15 @@ on them hung; over HTTP the same payloads already got a 400 with a JSON-RPC erro
 from __future__ import annotations
 
 import json
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.live import RawStdio, raw_stdio
+from tests.live import INITIALIZE, ROOTBOUND, RawStdio, call, clean_env, raw_stdio
 
 DEEP = '{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"read_file","arguments":{"a":' \
        + "[" * 199 + "]" * 199 + "}}}"
@@ -92,3 +94,31 @@ def test_lines_that_arrive_together_are_each_answered_in_turn(server: RawStdio) 
     replies = [server.recv() for _ in range(4)]
     assert sorted(r["id"] for r in replies if "result" in r) == [51, 52, 53]
     assert [r["error"]["code"] for r in replies if "error" in r] == [-32700]
+
+
+def test_replies_go_whole_into_a_regular_file(tmp_path: Path) -> None:
+    """stdout may be a file (`rootbound > replies.jsonl`): each reply lands in it whole, on a line of its own.
+    (A file is written plainly, never waited on: epoll refuses regular files.)"""
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "big.txt").write_text("x" * 99 + "\n")
+    (tmp_path / "ws" / "many.txt").write_text("".join(f"line {n}\n" for n in range(20_000)))
+    out = tmp_path / "replies.jsonl"
+    with open(out, "wb") as replies:
+        proc = subprocess.Popen([ROOTBOUND, "--root", f"ws={tmp_path / 'ws'}"], stdin=subprocess.PIPE,
+                                stdout=replies, stderr=subprocess.DEVNULL, env=clean_env())
+    assert proc.stdin is not None
+    try:
+        for message in (INITIALIZE, {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                        call("stat_file", {"path": "big.txt"}, 1), call("read_file", {"path": "many.txt"}, 2)):
+            proc.stdin.write(json.dumps(message).encode() + b"\n")
+            proc.stdin.flush()
+        deadline = time.monotonic() + 30
+        while out.read_bytes().count(b"\n") < 3 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+    finally:
+        proc.stdin.close()  # end of input: the server stops
+        assert proc.wait(timeout=30) == 0
+    answers = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [answer["id"] for answer in answers] == [0, 1, 2]
+    assert answers[1]["result"]["structuredContent"]["size"] == 100
+    assert "line 19999" in answers[2]["result"]["content"][0]["text"]

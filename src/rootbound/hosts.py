@@ -50,7 +50,7 @@ def _split(entry: str) -> tuple[str, str | None]:
         if not _NAME.fullmatch(host):  # (not `$`, which also matches before a last newline)
             raise ValueError(f"{entry!r} is not a valid host name (letters, digits, '-', '_' and '.'; e.g. "
                              "\"mcp.example.com\" or \"mcp.example.com:443\")")
-    if port is not None and port != "*" and not (port.isdigit() and 0 < int(port) < 65536):
+    if port is not None and port != "*" and not (re.fullmatch("[0-9]{1,5}", port) and 0 < int(port) < 65536):
         raise ValueError(f"{entry!r}: the port must be a number from 1 to 65535, or *")
     return host, port
 

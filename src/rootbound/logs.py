@@ -12,7 +12,7 @@ from contextvars import ContextVar
 from itertools import islice
 from typing import Any
 
-from rootbound.logsink import StderrSink
+from rootbound.logsink import StderrSink, log_uncaught
 from rootbound.scopes import scoped
 
 __all__ = ["VALUE_LIMIT", "attributed", "caller_fields", "configure_logging", "log", "log_fields", "log_tool_call",
@@ -155,6 +155,8 @@ def configure_logging(level: str = "INFO", human: bool = False) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     _json_handler = None if human else sink
+    if sink is not None and not human:  # the server: nothing it reports may wait for stderr's reader
+        log_uncaught(log)
     # Libraries: warnings only, so a tool-call line is not buried (and nothing below the chosen level).
     root.setLevel(max(logging.WARNING, logging.getLevelName(level.upper())))
     log.setLevel(level.upper())

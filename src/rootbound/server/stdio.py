@@ -63,6 +63,7 @@ class _Wire:
         self._out = Outlet(self.stdout)
 
     def close(self) -> None:
+        self._out.close()
         os.dup2(self.stdin, 0)
         os.dup2(self.stdout, 1)
         os.close(self.stdin)
@@ -92,14 +93,15 @@ class _Wire:
         views = [memoryview(part) for part in parts if part]
         while views:
             written = self._out.write_now(views)
-            while written and views:  # drop what was written, whole parts first
+            if not written:  # full: wait for the client to read (a regular file never is)
+                await anyio.wait_writable(self.stdout)
+                continue
+            while written:  # drop what was written, whole parts first
                 if written >= len(views[0]):
                     written -= len(views[0])
                     views.pop(0)
                 else:
                     views[0], written = views[0][written:], 0
-            if views and not written:
-                await anyio.wait_writable(self.stdout)
         await anyio.lowlevel.checkpoint()
 
 
