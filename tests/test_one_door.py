@@ -42,6 +42,8 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
     "report.py": ({"os.path.exists", "shutil.which"}, "what `check` reports about the programs commands may run"),
     "tokens.py": ({"os.path.realpath"}, "compares the host paths the operator configured (roots, commands' paths) "
                   "to warn when a token limited to some roots could reach another"),
+    "outlet.py": ({"os.open"}, "opens the server's own terminal (its stdout or stderr) again, non-blocking, "
+                  "through /proc/self/fd: never a path a client names"),
     "server/stdio.py": ({"os.open"}, "points fd 0 at /dev/null once the client's pipe is moved aside"),
     "execution/audit.py": ({"os.open"}, "appends to the operator's audit log, a host path from the configuration"),
     "execution/groups.py": ({"open", "os.listdir", "os.path.exists", "os.stat"},

@@ -240,3 +240,36 @@ def test_a_terminal_that_is_not_read_never_holds_a_line(log_pipe: tuple[int, int
     finally:
         os.close(master)
         os.close(slave)
+
+
+SLOW_READER_AT_EXIT = """
+import gc, json, logging, os, subprocess, sys
+from rootbound.logs import configure_logging
+from rootbound.logsink import StderrSink
+read, write = os.pipe()
+reader = subprocess.Popen([sys.executable, "-c", "import os, time\\nwhile os.read(0, 64): time.sleep(0.001)"],
+                          stdin=read)
+os.close(read)
+os.dup2(write, 2)  # the server's stderr: a pipe read slowly
+os.close(write)
+configure_logging()
+sink = logging.getLogger().handlers[0]
+assert isinstance(sink, StderrSink)
+for n in range(4000):  # ~400 KB: a backlog its writer thread is still writing at exit
+    sink.write_line(json.dumps({"n": n, "pad": "p" * 80}))
+class Closing:  # as asyncio's transports collected at shutdown: "Event loop is closed"
+    def __del__(self):
+        raise RuntimeError("Event loop is closed")
+gc.disable()
+for _ in range(50):
+    leftover = Closing()
+    leftover.cycle = leftover
+    del leftover
+"""
+
+
+def test_the_server_exits_while_its_log_still_leaves_and_finalizers_report(tmp_path: Path) -> None:
+    """At exit, a writer thread still writing the backlog can be frozen holding the sink's lock (daemon threads
+    stop where they are); a finalizer that reports an error then logged through that lock, and waited for ever."""
+    done = subprocess.run([sys.executable, "-c", SLOW_READER_AT_EXIT], capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]

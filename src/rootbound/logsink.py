@@ -56,7 +56,13 @@ class StderrSink(logging.Handler):
         self._failing = False  # the last write failed: no new try until a new line comes
         self._gone = False  # the reader is gone for good: nothing is written any more
         self._busy = False  # a write is in progress on the thread holding the lock
+        self._closed = False
         self._writer: threading.Thread | None = None
+
+    def handle(self, record: logging.LogRecord) -> bool:
+        if self._closed or sys.is_finalizing():  # see `write_line`
+            return False
+        return super().handle(record)
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -76,6 +82,10 @@ class StderrSink(logging.Handler):
 
     def write_line(self, text: str) -> None:
         """Write one line (without its newline), or keep it for later: never waits for the reader, never raises."""
+        if self._closed or sys.is_finalizing():
+            # After close, and while the interpreter shuts down, the lock is not taken: a daemon writer thread that
+            # took it just then is frozen with it for good, and this line would wait for ever.
+            return
         data = memoryview((text + "\n").encode("utf-8", "backslashreplace"))
         with self._guard:
             if self._gone:
@@ -91,18 +101,18 @@ class StderrSink(logging.Handler):
                 self._drain()
                 if self._backlog and self._writer is None:
                     self._start_writer()
-            except Exception:  # (a log line must never fail the call that logs it)
-                self._backlog.clear()
-                self._kept, self._partial = 0, False
+            except Exception as exc:  # (a log line must never fail the call that logs it)
+                self._failed(OSError(errno.EIO, str(exc)))
             finally:
                 self._busy = False
 
     def flush(self) -> None:
         """Let the backlog leave, waiting at most FINAL_WAIT for the reader (called at exit)."""
         deadline = time.monotonic() + FINAL_WAIT
+        self._failing = False  # (one more try for what a failed write left: the count of dropped lines)
         while True:
             with self._guard:
-                if self._busy:
+                if self._busy or self._closed:
                     return
                 self._busy = True
                 try:
@@ -116,8 +126,10 @@ class StderrSink(logging.Handler):
                 return
 
     def close(self) -> None:
+        with self._guard:
+            self._closed = True  # (later lines are dropped: see `write_line`)
+            self._out.close()
         super().close()
-        self._out.close()
 
     @property
     def backlog_bytes(self) -> int:
@@ -146,7 +158,8 @@ class StderrSink(logging.Handler):
         left, the count of the lines dropped after it."""
         while not self._gone and not self._failing:
             views = [_NEWLINE] if self._cut else []
-            notice = self._notice() if self._dropped and not self._backlog else None
+            reported = self._dropped
+            notice = self._notice(reported) if reported and not self._backlog else None
             if notice is not None:
                 views.append(notice)
             views.extend(self._backlog[i] for i in range(min(_IOV, len(self._backlog))))
@@ -162,7 +175,7 @@ class StderrSink(logging.Handler):
             if self._cut:
                 self._cut, written = False, written - 1
             if notice is not None and written:
-                self._dropped = 0
+                self._dropped -= reported  # (a line counted meanwhile, by a finalizer's log call, stays counted)
                 if written < len(notice):  # (its rest goes first next time)
                     self._backlog.appendleft(notice[written:])
                     self._kept += len(notice) - written
@@ -192,10 +205,10 @@ class StderrSink(logging.Handler):
         else:
             self._failing = True  # (tried again with the next line: no retry loop on a descriptor that fails)
 
-    def _notice(self) -> memoryview:
+    def _notice(self, dropped: int) -> memoryview:
         record = logging.makeLogRecord({"name": "rootbound", "levelno": logging.WARNING, "levelname": "WARNING",
                                         "msg": "log lines dropped: the server's stderr was not being read, or "
-                                               "could not be written", "dropped": self._dropped})
+                                               "could not be written", "dropped": dropped})
         return memoryview((self.format(record) + "\n").encode("utf-8", "backslashreplace"))
 
     def _start_writer(self) -> None:
@@ -209,18 +222,20 @@ class StderrSink(logging.Handler):
 
     def _write_later(self) -> None:
         """Write the backlog as the reader makes room; end once nothing is left to write."""
-        while True:
-            self._out.has_room(None)
-            with self._guard:
-                if not self._busy:
-                    self._busy = True
-                    try:
-                        self._drain()
-                    finally:
-                        self._busy = False
-                if not self._pending():
-                    self._writer = None
-                    return
+        try:
+            while not self._closed:
+                self._out.has_room(None)
+                with self._guard:
+                    if not self._busy and not self._closed:
+                        self._busy = True
+                        try:
+                            self._drain()
+                        finally:
+                            self._busy = False
+                    if not self._pending():
+                        return
+        finally:
+            self._writer = None
 
 
 def log_uncaught(logger: logging.Logger) -> None:
@@ -234,13 +249,17 @@ def log_uncaught(logger: logging.Logger) -> None:
     def in_thread(args: threading.ExceptHookArgs) -> None:
         if args.exc_type is SystemExit:
             return
-        logger.error("uncaught exception in a thread", exc_info=(args.exc_type, args.exc_value or args.exc_type(),
-                                                                  args.exc_traceback),
+        value = args.exc_value if args.exc_value is not None else args.exc_type()
+        logger.error("uncaught exception in a thread", exc_info=(args.exc_type, value, args.exc_traceback),
                      extra={"thread": args.thread.name if args.thread else None})
 
     def unraisable(args: sys.UnraisableHookArgs) -> None:
+        try:
+            what = repr(args.object)[:200]
+        except Exception:  # (an object whose repr fails too)
+            what = f"<{type(args.object).__name__}>"
         lines = traceback.format_exception_only(args.exc_type, args.exc_value)
-        logger.warning("exception ignored", extra={"where": args.err_msg or "", "object": repr(args.object)[:200],
+        logger.warning("exception ignored", extra={"where": args.err_msg or "", "object": what,
                                                    "error": "".join(lines).strip()[:400]})
 
     sys.excepthook = uncaught
